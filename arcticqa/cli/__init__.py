@@ -1,0 +1,12 @@
+"""The ``arcticqa`` command line. Each module registers its commands on the shared app."""
+
+from __future__ import annotations
+
+from arcticqa.cli import build, eligibility, evaluate, release, text  # noqa: F401  (registers commands)
+from arcticqa.cli.app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""CLI commands: build (filled in by its issue)."""

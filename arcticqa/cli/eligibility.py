@@ -1,0 +1,1 @@
+"""CLI commands: eligibility (filled in by its issue)."""

@@ -1,0 +1,1 @@
+"""CLI commands: evaluate (filled in by its issue)."""

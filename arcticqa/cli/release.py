@@ -1,0 +1,1 @@
+"""CLI commands: release (filled in by its issue)."""

@@ -1,0 +1,1 @@
+"""CLI commands: text (filled in by its issue)."""

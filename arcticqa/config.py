@@ -1,0 +1,187 @@
+"""The one typed settings object: TOML file + environment (``ARCTICQA_`` prefix, ``__`` nesting).
+
+Everything configurable flows from :class:`Settings`, loaded once by the CLI or flow and passed
+down. API keys are never settings: a model config names the *environment variable* that holds
+its key, and the key is read only when a client is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from arcticqa.errors import ConfigError
+
+__all__ = [
+    "ROLES",
+    "ModelConfig",
+    "StoreSettings",
+    "BuildSettings",
+    "Settings",
+    "load_settings",
+    "DEFAULT_CONFIG_NAME",
+]
+
+DEFAULT_CONFIG_NAME = "arcticqa.toml"
+
+#: Model roles of the build pipeline. The evaluator's roles are the model names it evaluates.
+ROLES: tuple[str, ...] = (
+    "site_extractor",
+    "finding_extractor",
+    "question_writer",
+    "reconstructor",
+    "verifier",
+    "distractor_writer",
+    "option_verifier",
+)
+
+
+class ModelConfig(BaseModel):
+    """How one role reaches a model. ``provider='offline'`` uses the rule-based baseline."""
+
+    provider: Literal["openai", "offline"] = "openai"
+    base_url: str | None = None
+    model: str = "offline-baseline"
+    api_key_env: str | None = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 2048
+    timeout_s: float = 120.0
+    price_in_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0
+    max_concurrency: int = 8
+    max_retries: int = 6
+    max_reasks: int = 1
+    #: instructor mode: json works with every OpenAI-compatible server (vLLM, Ollama, llama.cpp)
+    mode: Literal["json", "tools", "json_schema", "md_json"] = "json"
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+
+    def api_key(self) -> str:
+        """The key value, read from the environment at client-build time, never stored."""
+        if self.provider == "offline":
+            return "offline"
+        if not self.api_key_env:
+            return "not-needed"
+        value = os.environ.get(self.api_key_env)
+        if value is None:
+            raise ConfigError(f"environment variable {self.api_key_env} (API key for model "
+                              f"{self.model!r}) is not set")
+        return value
+
+
+class StoreSettings(BaseModel):
+    url: str = "sqlite:///arcticqa.db"
+    busy_timeout_s: float = 30.0
+
+
+class BuildSettings(BaseModel):
+    data_dir: Path = Path(".arcticqa/data")
+    batch_size: int = Field(50, ge=1)
+    paper_concurrency: int = Field(8, ge=1)
+    #: the flow fails only when more than this share of a batch's papers failed at a stage
+    failure_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    budget_usd: float | None = None
+    source: str = "snapshot:data/sample_corpus/papers.jsonl"
+    keywords_file: Path = Path("data/keywords/arctic.txt")
+    findings_per_paper: int = Field(3, ge=1)
+    max_revisions: int = Field(1, ge=0)
+    items_per_family: int = Field(1, ge=1)
+    seed: str = "arcticqa-v1"
+
+
+def _default_models() -> dict[str, ModelConfig]:
+    return {"offline": ModelConfig(provider="offline", model="offline-baseline", api_key_env=None)}
+
+
+def _default_roles() -> dict[str, str]:
+    return {role: "offline" for role in ROLES}
+
+
+class Settings(BaseSettings):
+    """All of arcticqa's configuration. See ``docs/configuration.md``."""
+
+    model_config = SettingsConfigDict(env_prefix="ARCTICQA_", env_nested_delimiter="__",
+                                      extra="forbid")
+
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    build: BuildSettings = Field(default_factory=BuildSettings)
+    models: dict[str, ModelConfig] = Field(default_factory=_default_models)
+    roles: dict[str, str] = Field(default_factory=_default_roles)
+
+    _toml_path: ClassVar[Path | None] = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if cls._toml_path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_path))
+        return tuple(sources)
+
+    @field_validator("roles")
+    @classmethod
+    def _known_roles(cls, value: dict[str, str]) -> dict[str, str]:
+        merged = _default_roles() | value
+        return merged
+
+    def model_for(self, role: str) -> ModelConfig:
+        name = self.roles.get(role)
+        if name is None:
+            raise ConfigError(f"no model is configured for role {role!r}")
+        try:
+            return self.models[name]
+        except KeyError:
+            raise ConfigError(f"role {role!r} names model {name!r}, which is not under [models]") from None
+
+    def fingerprint(self) -> str:
+        """A hash of the settings that change outputs (recorded in manifests)."""
+        payload = self.model_dump(mode="json", exclude={"store"})
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
+    """Load settings from ``path`` (or ``$ARCTICQA_CONFIG``, or ``./arcticqa.toml`` if present).
+
+    Precedence: explicit overrides > environment > TOML file > defaults.
+    """
+    if path is None:
+        env_path = os.environ.get("ARCTICQA_CONFIG")
+        if env_path:
+            path = env_path
+        elif Path(DEFAULT_CONFIG_NAME).exists():
+            path = DEFAULT_CONFIG_NAME
+    toml_path = Path(path) if path is not None else None
+    if toml_path is not None:
+        if not toml_path.exists():
+            raise ConfigError(f"{toml_path}: config file not found")
+        try:
+            tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{toml_path}: invalid TOML: {exc}") from exc
+    Settings._toml_path = toml_path
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        where = f"{toml_path}: " if toml_path else ""
+        raise ConfigError(f"{where}setting '{loc}': {first['msg']}") from exc
+    finally:
+        Settings._toml_path = None

@@ -1,0 +1,70 @@
+"""The small hierarchy of named exceptions every arcticqa module raises.
+
+Per-paper and per-item failures are *recorded* (stage_run status + error) rather than raised
+through the flow; these exceptions are what a stage raises for the runner to record, and what
+the CLI turns into a clear message and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArcticQAError",
+    "ConfigError",
+    "InputError",
+    "StoreError",
+    "LLMError",
+    "LLMTransportError",
+    "LLMOutputError",
+    "BudgetExceeded",
+    "StageError",
+]
+
+
+class ArcticQAError(Exception):
+    """Base class of every error arcticqa raises on purpose."""
+
+    exit_code = 1
+
+
+class ConfigError(ArcticQAError):
+    """The settings (TOML file, environment, CLI) are invalid or incomplete."""
+
+    exit_code = 2
+
+
+class InputError(ArcticQAError):
+    """A user-supplied file is malformed. Names the file, line and field."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 field: str | None = None) -> None:
+        self.path, self.line, self.field = path, line, field
+        where = ":".join(str(p) for p in (path, line) if p is not None)
+        prefix = f"{where}: " if where else ""
+        suffix = f" (field '{field}')" if field else ""
+        super().__init__(f"{prefix}{message}{suffix}")
+
+
+class StoreError(ArcticQAError):
+    """The evidence store cannot be opened, migrated or written."""
+
+
+class LLMError(ArcticQAError):
+    """A model call did not produce a usable result."""
+
+
+class LLMTransportError(LLMError):
+    """The endpoint never produced an answer (connection, timeout, 429/5xx after retries)."""
+
+
+class LLMOutputError(LLMError):
+    """The endpoint answered, but the output could not be validated (after bounded re-asks)."""
+
+
+class BudgetExceeded(LLMError):
+    """The per-run spending cap is reached; no new paid calls are started."""
+
+
+class StageError(ArcticQAError):
+    """A stage could not run for a reason that is not a rejection (e.g. missing upstream output)."""

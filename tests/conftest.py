@@ -1,0 +1,23 @@
+"""Shared pytest fixtures. Fake servers live in tests/fakes/ and speak real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = REPO_ROOT.parent / "shared"
+ARCTICQA_V1 = SHARED / "arcticqa-v1"
+
+
+@pytest.fixture
+def arcticqa_v1() -> Path:
+    """The published ArcticQA v1 release, or a skip with the reason."""
+    if not (ARCTICQA_V1 / "items.jsonl").exists():
+        pytest.skip(f"published ArcticQA v1 data not found at {ARCTICQA_V1} (CI has ../shared/)")
+    return ARCTICQA_V1
