@@ -61,7 +61,11 @@ class ModelConfig(BaseModel):
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
     max_concurrency: int = 8
+    #: transport retries (429, 5xx, connection errors, timeouts); Retry-After is honoured
     max_retries: int = 6
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+    #: instructor validation re-asks after the first answer (build roles only; the evaluator never re-asks)
     max_reasks: int = 1
     #: instructor mode: json works with every OpenAI-compatible server (vLLM, Ollama, llama.cpp)
     mode: Literal["json", "tools", "json_schema", "md_json"] = "json"

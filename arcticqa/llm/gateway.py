@@ -1,0 +1,322 @@
+"""The LLM gateway: the one place arcticqa talks to models for the build pipeline.
+
+``Gateway.ask(role, prompt, variables, ResponseModel)`` resolves the role's model config,
+renders the versioned prompt file, answers from the cache when the same request was answered
+before, otherwise calls the provider (instructor over the async openai client with bounded
+validation re-asks; tenacity transport retries honouring Retry-After), enforces the run's
+budget cap, and hands every attempt to a :class:`CallRecorder` (the store) as ``llm_call`` rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import instructor
+import openai
+from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+from openai import AsyncOpenAI
+from pydantic import BaseModel
+
+from arcticqa.config import ModelConfig, Settings
+from arcticqa.errors import BudgetExceeded, LLMError, LLMOutputError, LLMTransportError
+from arcticqa.llm.clients import is_transport_error, make_async_client, transport_retrying
+from arcticqa.llm.offline import answer_offline
+from arcticqa.llm.prompts import load_prompt, to_jsonable
+from arcticqa.llm.types import OutputT, RoleReply
+
+__all__ = ["CallRecord", "CallRecorder", "Budget", "Gateway", "MemoryRecorder"]
+
+# instructor logs every failed attempt at ERROR; we record attempts ourselves.
+logging.getLogger("instructor").setLevel(logging.CRITICAL)
+
+_MODES = {
+    "json": instructor.Mode.JSON,
+    "tools": instructor.Mode.TOOLS,
+    "json_schema": instructor.Mode.JSON_SCHEMA,
+    "md_json": instructor.Mode.MD_JSON,
+}
+
+
+@dataclass
+class CallRecord:
+    """One attempt (or cache hit) of one role call: what the store keeps as an ``llm_call`` row."""
+
+    role: str
+    provider: str
+    model: str
+    prompt_version: str
+    request_hash: str
+    attempt: int
+    request: dict[str, Any]
+    raw_response: dict[str, Any] | None = None
+    parsed: dict[str, Any] | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    error: str | None = None
+    subject: str | None = None
+
+
+class CallRecorder(Protocol):
+    def cached_output(self, request_hash: str) -> dict[str, Any] | None: ...
+
+    def record_calls(self, records: list[CallRecord]) -> None: ...
+
+
+class MemoryRecorder:
+    """An in-memory recorder (no store): used by one-off commands and unit tests."""
+
+    def __init__(self) -> None:
+        self.records: list[CallRecord] = []
+
+    def cached_output(self, request_hash: str) -> dict[str, Any] | None:
+        for r in reversed(self.records):
+            if r.request_hash == request_hash and r.parsed is not None:
+                return r.parsed
+        return None
+
+    def record_calls(self, records: list[CallRecord]) -> None:
+        self.records.extend(records)
+
+
+@dataclass
+class Budget:
+    """A per-run spending cap. Checked before each paid call; in-flight calls may overshoot by
+    at most one call per concurrent slot, which is why the cap stops *new* calls only."""
+
+    cap_usd: float | None = None
+    spent_usd: float = 0.0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    def check(self) -> None:
+        if self.cap_usd is not None and self.spent_usd >= self.cap_usd:
+            raise BudgetExceeded(f"budget cap of USD {self.cap_usd:.2f} reached "
+                                 f"(spent USD {self.spent_usd:.4f}); no new model calls are started")
+
+    def add(self, cost: float) -> None:
+        self.spent_usd += cost
+
+
+@dataclass
+class _Attempt:
+    request: dict[str, Any] | None = None
+    response: dict[str, Any] | None = None
+    error: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    finished: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
+_attempts: contextvars.ContextVar[list[_Attempt] | None] = contextvars.ContextVar(
+    "arcticqa_llm_attempts", default=None)
+
+
+def _current() -> list[_Attempt] | None:
+    return _attempts.get()
+
+
+def _on_kwargs(*args: Any, **kwargs: Any) -> None:
+    attempts = _current()
+    if attempts is not None:
+        keep = {k: v for k, v in kwargs.items() if k in ("model", "messages", "temperature", "max_tokens",
+                                                            "response_format", "tools", "tool_choice")}
+        attempts.append(_Attempt(request=json.loads(json.dumps(keep, default=str))))
+
+
+def _on_response(response: Any) -> None:
+    attempts = _current()
+    if attempts:
+        a = attempts[-1]
+        a.finished = time.perf_counter()
+        try:
+            a.response = response.model_dump(mode="json")
+        except AttributeError:
+            a.response = {"repr": repr(response)}
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            a.tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+            a.tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+def _on_error(error: Exception, *args: Any, **kwargs: Any) -> None:
+    attempts = _current()
+    if attempts:
+        a = attempts[-1]
+        a.finished = a.finished or time.perf_counter()
+        a.error = f"{type(error).__name__}: {error}"
+
+
+def _request_hash(provider: str, cfg: ModelConfig, role: str, messages: list[dict[str, str]],
+                  schema: dict[str, Any]) -> str:
+    payload = {
+        "provider": provider, "model": cfg.model, "base_url": cfg.base_url, "role": role,
+        "messages": messages, "schema": schema, "temperature": cfg.temperature,
+        "max_tokens": cfg.max_tokens, "mode": cfg.mode, "extra_body": cfg.extra_body,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def _transport_cause(exc: BaseException) -> BaseException | None:
+    """instructor wraps API errors in InstructorRetryException; find the transport error."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if is_transport_error(seen):
+            return seen
+        seen = seen.__cause__
+    return None
+
+
+class Gateway:
+    """Implements :class:`arcticqa.llm.types.RoleClient`. Use as ``async with Gateway(...)``."""
+
+    def __init__(self, settings: Settings, recorder: CallRecorder | None = None, *,
+                 budget: Budget | None = None) -> None:
+        self.settings = settings
+        self.recorder: CallRecorder = recorder or MemoryRecorder()
+        self.budget = budget or Budget(settings.build.budget_usd)
+        self._clients: dict[str, tuple[AsyncOpenAI, Any]] = {}
+        self._limits: dict[str, asyncio.Semaphore] = {}
+
+    async def __aenter__(self) -> Gateway:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        for client, _ in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    def _client(self, name: str, cfg: ModelConfig) -> Any:
+        if name not in self._clients:
+            raw = make_async_client(cfg)
+            self._clients[name] = (raw, instructor.from_openai(raw, mode=_MODES[cfg.mode]))
+            patched = self._clients[name][1]
+            patched.on("completion:kwargs", _on_kwargs)
+            patched.on("completion:response", _on_response)
+            patched.on("completion:error", _on_error)
+            patched.on("parse:error", _on_error)
+        return self._clients[name][1]
+
+    def _limit(self, name: str, cfg: ModelConfig) -> asyncio.Semaphore:
+        if name not in self._limits:
+            self._limits[name] = asyncio.Semaphore(cfg.max_concurrency)
+        return self._limits[name]
+
+    async def ask(self, role: str, prompt: str, variables: Mapping[str, Any],
+                  response_model: type[OutputT], *, subject: str | None = None) -> RoleReply[OutputT]:
+        model_name = self.settings.roles.get(role, "")
+        cfg = self.settings.model_for(role)
+        template = load_prompt(prompt)
+        messages = template.render(variables)
+        schema = response_model.model_json_schema()
+        request_hash = _request_hash(cfg.provider, cfg, role, messages, schema)
+        base = dict(role=role, provider=cfg.provider, model=cfg.model,
+                    prompt_version=template.version_id, request_hash=request_hash, subject=subject)
+
+        cached = self.recorder.cached_output(request_hash)
+        if cached is not None:
+            output = response_model.model_validate(cached)
+            self.recorder.record_calls([CallRecord(**base, attempt=0, request={"messages": messages},
+                                                   parsed=cached, cache_hit=True)])
+            return RoleReply(output=output, role=role, provider=cfg.provider, model=cfg.model,
+                             prompt_version=template.version_id, request_hash=request_hash, cached=True)
+
+        if cfg.provider == "offline":
+            started = time.perf_counter()
+            result = await answer_offline(role, to_jsonable(variables), response_model)
+            output = response_model.model_validate(result.model_dump())
+            self.recorder.record_calls([CallRecord(
+                **base, attempt=1, request={"messages": messages, "variables": to_jsonable(variables)},
+                parsed=output.model_dump(mode="json"), latency_s=time.perf_counter() - started)])
+            return RoleReply(output=output, role=role, provider="offline", model=cfg.model,
+                             prompt_version=template.version_id, request_hash=request_hash, cached=False)
+
+        return await self._ask_openai(model_name, cfg, messages, response_model, base)
+
+    async def _ask_openai(self, model_name: str, cfg: ModelConfig, messages: list[dict[str, str]],
+                          response_model: type[OutputT], base: dict[str, Any]) -> RoleReply[OutputT]:
+        client = self._client(model_name, cfg)
+        attempts: list[_Attempt] = []
+        token = _attempts.set(attempts)
+        output: OutputT | None = None
+        failure: LLMError | None = None
+        try:
+            async with self._limit(model_name, cfg):
+                self.budget.check()
+                async for attempt in transport_retrying(cfg, retry=_retry_transport):
+                    with attempt:
+                        self.budget.check()
+                        output = await client.chat.completions.create(
+                            response_model=response_model,
+                            messages=messages,
+                            model=cfg.model,
+                            temperature=cfg.temperature,
+                            max_tokens=cfg.max_tokens,
+                            max_retries=cfg.max_reasks,
+                            extra_headers={"X-Arcticqa-Role": base["role"]},
+                            **({"extra_body": cfg.extra_body} if cfg.extra_body else {}),
+                        )
+        except BudgetExceeded:
+            raise
+        except IncompleteOutputException as exc:
+            failure = LLMOutputError(f"{base['role']}: output truncated (finish_reason=length): {exc}")
+        except Exception as exc:  # noqa: BLE001 - classified below, recorded, re-raised as ours
+            cause = _transport_cause(exc)
+            if cause is not None:
+                failure = LLMTransportError(f"{base['role']}: no answer from {cfg.model} after "
+                                            f"{len(attempts)} attempts: {type(cause).__name__}: {cause}")
+            elif isinstance(exc, InstructorRetryException):
+                failure = LLMOutputError(f"{base['role']}: output failed validation after "
+                                         f"{exc.n_attempts} attempts: {str(exc)[:500]}")
+            elif isinstance(exc, openai.APIStatusError):
+                failure = LLMError(f"{base['role']}: HTTP {exc.status_code} from {cfg.model}: {exc.message}")
+            else:
+                failure = LLMError(f"{base['role']}: {type(exc).__name__}: {exc}")
+        finally:
+            _attempts.reset(token)
+            self._record_attempts(cfg, attempts, base, output)
+        if failure is not None or output is None:
+            raise failure or LLMError(f"{base['role']}: no output")
+        cost = sum(self._cost(cfg, a) for a in attempts)
+        return RoleReply(output=output, role=base["role"], provider=cfg.provider, model=cfg.model,
+                         prompt_version=base["prompt_version"], request_hash=base["request_hash"],
+                         cached=False, cost_usd=cost)
+
+    @staticmethod
+    def _cost(cfg: ModelConfig, a: _Attempt) -> float:
+        return (a.tokens_in * cfg.price_in_per_mtok + a.tokens_out * cfg.price_out_per_mtok) / 1e6
+
+    def _record_attempts(self, cfg: ModelConfig, attempts: list[_Attempt], base: dict[str, Any],
+                         output: BaseModel | None) -> None:
+        records = []
+        for i, a in enumerate(attempts, start=1):
+            cost = self._cost(cfg, a)
+            self.budget.add(cost)
+            is_last_ok = output is not None and i == len(attempts) and a.error is None
+            records.append(CallRecord(
+                **base, attempt=i, request=a.request or {}, raw_response=a.response,
+                parsed=output.model_dump(mode="json") if is_last_ok and output is not None else None,
+                tokens_in=a.tokens_in, tokens_out=a.tokens_out, cost_usd=cost,
+                latency_s=(a.finished or time.perf_counter()) - a.started,
+                error=None if is_last_ok else (a.error or ("not validated" if a.response else "no answer")),
+            ))
+        if records:
+            self.recorder.record_calls(records)
+
+
+def _retry_transport(state: Any) -> bool:
+    exc = state.outcome.exception() if state.outcome else None
+    return exc is not None and not isinstance(exc, BudgetExceeded) and _transport_cause(exc) is not None
