@@ -1,0 +1,278 @@
+"""The evidence store: the one write path for everything the build and evaluator record.
+
+Stage functions never see this module. The runner (``arcticqa.pipeline``) asks it to open a
+stage attempt, then to close it with the stage's typed result, its rejections and evidence
+rows in a single transaction, so a crash leaves either the whole attempt or a ``running`` row
+that resume treats as not done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from pydantic import BaseModel
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlmodel import SQLModel, col, select
+
+from arcticqa import __version__
+from arcticqa.config import Settings
+from arcticqa.errors import StoreError
+from arcticqa.evidence import Document
+from arcticqa.llm.gateway import CallRecord
+from arcticqa.papers import PaperRecord
+from arcticqa.rules import Rejection
+from arcticqa.store.db import make_engine, read_session, write_session
+from arcticqa.store.tables import (
+    DiscoveryPage,
+    DocumentRow,
+    LLMCall,
+    Paper,
+    RawRecord,
+    RejectionRow,
+    SpanRow,
+    StageRun,
+    utcnow,
+)
+
+__all__ = ["Store", "open_store", "input_hash", "MIGRATIONS_DIR"]
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+
+def input_hash(value: Any) -> str:
+    """Hash of a stage's inputs: pydantic models and plain JSON alike, key order ignored."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+                          .encode()).hexdigest()
+
+
+def _alembic_config(engine: Engine) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+class Store:
+    """Open with :func:`open_store`. Methods are synchronous and short; call them from async
+    code freely (each is one small transaction)."""
+
+    def __init__(self, url: str, *, busy_timeout_s: float = 30.0, migrate: bool = True) -> None:
+        self.url = url
+        self.engine = make_engine(url, busy_timeout_s=busy_timeout_s)
+        if migrate:
+            self.migrate()
+
+    # -- schema -------------------------------------------------------------------------------
+    def migrate(self) -> None:
+        cfg = _alembic_config(self.engine)
+        try:
+            with self.engine.connect() as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                conn.commit()
+        except Exception as exc:  # noqa: BLE001 - reported as a store error with the URL
+            raise StoreError(f"cannot migrate the store at {self._safe_url()}: {exc}") from exc
+
+    def schema_version(self) -> tuple[str | None, str | None]:
+        """(the store's revision, the code's head revision)."""
+        with self.engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+        head = ScriptDirectory.from_config(_alembic_config(self.engine)).get_current_head()
+        return current, head
+
+    def _safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- papers -------------------------------------------------------------------------------
+    def add_papers(self, papers: Iterable[tuple[PaperRecord, dict[str, Any]]]) -> int:
+        """Insert papers not yet stored (``extra``: family_id, duplicate_of, source). Returns new count."""
+        new = 0
+        with write_session(self.engine) as s:
+            existing = set(s.exec(select(Paper.paper_id)).all())
+            for record, extra in papers:
+                if record.paperId in existing:
+                    continue
+                existing.add(record.paperId)
+                s.add(Paper(paper_id=record.paperId, doi=record.doi, title=record.title, year=record.year,
+                            record=record.model_dump(mode="json", exclude_none=True), **extra))
+                new += 1
+        return new
+
+    def add_raw_records(self, rows: Sequence[RawRecord]) -> None:
+        with write_session(self.engine) as s:
+            s.add_all(list(rows))
+
+    def paper_ids(self, *, include_duplicates: bool = False) -> list[str]:
+        with read_session(self.engine) as s:
+            q = select(Paper.paper_id).order_by(Paper.paper_id)
+            if not include_duplicates:
+                q = q.where(col(Paper.duplicate_of).is_(None))
+            return list(s.exec(q).all())
+
+    def get_paper(self, paper_id: str) -> PaperRecord | None:
+        with read_session(self.engine) as s:
+            row = s.get(Paper, paper_id)
+            return PaperRecord.model_validate(row.record) if row and row.record else None
+
+    def paper_row(self, paper_id: str) -> Paper | None:
+        with read_session(self.engine) as s:
+            return s.get(Paper, paper_id)
+
+    def get_document(self, paper_id: str) -> Document | None:
+        """The newest successfully extracted document of a paper."""
+        with read_session(self.engine) as s:
+            row = s.exec(select(DocumentRow).where(DocumentRow.paper_id == paper_id)
+                         .order_by(col(DocumentRow.id).desc())).first()
+            return Document.model_validate(row.payload) if row and row.payload else None
+
+    # -- discovery checkpoint -------------------------------------------------------------------
+    def discovery_pages(self, source: str, query: str) -> list[DiscoveryPage]:
+        with read_session(self.engine) as s:
+            return list(s.exec(select(DiscoveryPage).where(DiscoveryPage.source == source,
+                                                           DiscoveryPage.query == query)
+                               .order_by(col(DiscoveryPage.page_no))).all())
+
+    def record_discovery_page(self, page: DiscoveryPage, raw: Sequence[RawRecord]) -> None:
+        with write_session(self.engine) as s:
+            s.add(page)
+            s.add_all(list(raw))
+
+    # -- stage runs ---------------------------------------------------------------------------
+    def latest_run(self, paper_id: str, stage: str, subject: str = "") -> StageRun | None:
+        with read_session(self.engine) as s:
+            return s.exec(select(StageRun).where(StageRun.paper_id == paper_id, StageRun.stage == stage,
+                                                 StageRun.subject == subject)
+                          .order_by(col(StageRun.attempt).desc())).first()
+
+    def start_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str,
+                  run_id: str | None = None, prompt_version: str | None = None) -> StageRun:
+        with write_session(self.engine) as s:
+            last = s.exec(select(func.max(StageRun.attempt)).where(
+                StageRun.paper_id == paper_id, StageRun.stage == stage, StageRun.subject == subject)).one()
+            row = StageRun(paper_id=paper_id, stage=stage, subject=subject, attempt=(last or 0) + 1,
+                           status="running", input_hash=input_hash, code_version=__version__,
+                           prompt_version=prompt_version, run_id=run_id, started_at=utcnow())
+            s.add(row)
+            s.flush()
+            s.refresh(row)
+            return row
+
+    def finish_run(self, run: StageRun, *, status: str, output: BaseModel | dict[str, Any] | None = None,
+                   rejections: Sequence[Rejection] = (), evidence: Sequence[SQLModel] = (),
+                   document: Document | None = None, error: BaseException | None = None,
+                   prompt_version: str | None = None) -> StageRun:
+        """Close an attempt: status, output, rejections and evidence rows in one transaction."""
+        if status not in ("succeeded", "rejected", "failed"):
+            raise ValueError(f"bad final status {status!r}")
+        payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else output
+        with write_session(self.engine) as s:
+            row = s.get(StageRun, run.id)
+            if row is None:
+                raise StoreError(f"stage run {run.id} vanished")
+            row.status = status
+            row.output = payload
+            row.finished_at = utcnow()
+            if prompt_version:
+                row.prompt_version = prompt_version
+            if error is not None:
+                row.error_class = type(error).__name__
+                row.error_message = str(error)[:4000]
+            s.add(row)
+            for r in rejections:
+                s.add(RejectionRow(stage_run_id=row.id, paper_id=row.paper_id, subject=row.subject,
+                                   stage=r.stage, rule_id=r.rule_id, message=r.message,
+                                   evidence=json.loads(json.dumps(r.evidence, default=str))))
+            for ev in evidence:
+                for attr, value in (("stage_run_id", row.id), ("paper_id", row.paper_id),
+                                    ("subject", row.subject)):
+                    if hasattr(ev, attr) and getattr(ev, attr, None) in (None, "", 0):
+                        setattr(ev, attr, value)
+                s.add(ev)
+            if document is not None:
+                doc_row = DocumentRow(stage_run_id=row.id, paper_id=row.paper_id, subject=row.subject,
+                                      sha256=document.sha256, status=document.status, pages=document.pages,
+                                      text=document.text, payload=document.model_dump(mode="json"))
+                s.add(doc_row)
+                s.flush()
+                assert doc_row.id is not None
+                s.add_all([SpanRow(document_id=doc_row.id, span_id=sp.id, section=sp.section, page=sp.page,
+                                   start=sp.start, end=sp.end, sha256=sp.sha256, text=sp.text)
+                           for sp in document.spans])
+            s.flush()
+            s.refresh(row)
+            return row
+
+    def runs(self, *, stage: str | None = None, status: str | None = None) -> list[StageRun]:
+        """The newest attempt of every (paper, stage, subject)."""
+        with read_session(self.engine) as s:
+            newest = (select(StageRun.paper_id, StageRun.stage, StageRun.subject,
+                             func.max(StageRun.attempt).label("attempt"))
+                      .group_by(StageRun.paper_id, StageRun.stage, StageRun.subject).subquery())
+            q = select(StageRun).join(newest, (StageRun.paper_id == newest.c.paper_id)
+                                      & (StageRun.stage == newest.c.stage)
+                                      & (StageRun.subject == newest.c.subject)
+                                      & (StageRun.attempt == newest.c.attempt))
+            if stage:
+                q = q.where(StageRun.stage == stage)
+            if status:
+                q = q.where(StageRun.status == status)
+            return list(s.exec(q.order_by(StageRun.paper_id, StageRun.stage, StageRun.subject)).all())
+
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for run in self.runs():
+            counts.setdefault(run.stage, {}).setdefault(run.status, 0)
+            counts[run.stage][run.status] += 1
+        return counts
+
+    def rejections(self, *, stage: str | None = None, rule: str | None = None,
+                   paper: str | None = None) -> list[RejectionRow]:
+        with read_session(self.engine) as s:
+            q = select(RejectionRow)
+            if stage:
+                q = q.where(RejectionRow.stage == stage)
+            if rule:
+                q = q.where(RejectionRow.rule_id == rule)
+            if paper:
+                q = q.where(RejectionRow.paper_id == paper)
+            return list(s.exec(q.order_by(col(RejectionRow.id))).all())
+
+    # -- llm calls (CallRecorder) ---------------------------------------------------------------
+    run_id: str | None = None
+
+    def cached_output(self, request_hash: str) -> dict[str, Any] | None:
+        with read_session(self.engine) as s:
+            row = s.exec(select(LLMCall).where(LLMCall.request_hash == request_hash,
+                                               col(LLMCall.error).is_(None), col(LLMCall.parsed).is_not(None),
+                                               LLMCall.cache_hit == False)  # noqa: E712
+                         .limit(1)).first()
+            return row.parsed if row else None
+
+    def record_calls(self, records: list[CallRecord]) -> None:
+        with write_session(self.engine) as s:
+            s.add_all([LLMCall(**{k: getattr(r, k) for k in (
+                "request_hash", "attempt", "role", "provider", "model", "prompt_version", "subject",
+                "request", "raw_response", "parsed", "tokens_in", "tokens_out", "cost_usd", "latency_s",
+                "cache_hit", "error")}, run_id=self.run_id) for r in records])
+
+    def llm_calls(self) -> list[LLMCall]:
+        with read_session(self.engine) as s:
+            return list(s.exec(select(LLMCall).order_by(col(LLMCall.id))).all())
+
+
+def open_store(settings: Settings) -> Store:
+    return Store(settings.store.url, busy_timeout_s=settings.store.busy_timeout_s)

@@ -1,0 +1,256 @@
+"""The evidence store's tables (SQLModel). Nothing is overwritten: a re-run adds an attempt.
+
+Every stage's evidence table shares the same spine (the stage run that produced the row, the
+paper, the subject it is about) and keeps the stage's full typed result as JSON in ``payload``,
+with the columns people filter on promoted next to it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, Index, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+__all__ = [
+    "utcnow",
+    "Paper",
+    "RawRecord",
+    "DiscoveryPage",
+    "StageRun",
+    "LLMCall",
+    "RejectionRow",
+    "ScreeningDecision",
+    "FetchRow",
+    "DocumentRow",
+    "SpanRow",
+    "FindingRow",
+    "QuestionRow",
+    "ReconstructionRow",
+    "VerificationRow",
+    "DistractorCandidateRow",
+    "OptionCheckRow",
+    "ItemRow",
+    "EVIDENCE_TABLES",
+]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _json() -> Any:
+    return Field(default=None, sa_column=Column(JSON))
+
+
+class Paper(SQLModel, table=True):
+    __tablename__ = "paper"
+    paper_id: str = Field(primary_key=True)
+    doi: str | None = Field(default=None, index=True)
+    title: str | None = None
+    year: int | None = None
+    family_id: str | None = Field(default=None, index=True)
+    duplicate_of: str | None = Field(default=None, index=True)
+    source: str = "unknown"
+    record: dict[str, Any] | None = _json()
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class RawRecord(SQLModel, table=True):
+    """Every record a source returned, with its provenance (kept even for duplicates)."""
+
+    __tablename__ = "raw_record"
+    id: int | None = Field(default=None, primary_key=True)
+    source: str
+    query: str | None = None
+    page: int | None = None
+    line: int | None = None
+    paper_id: str | None = Field(default=None, index=True)
+    fetched_at: datetime = Field(default_factory=utcnow)
+    payload: dict[str, Any] | None = _json()
+
+
+class DiscoveryPage(SQLModel, table=True):
+    """Discovery checkpoint: one row per fetched page, so an interrupted query resumes."""
+
+    __tablename__ = "discovery_page"
+    __table_args__ = (UniqueConstraint("source", "query", "page_no"),)
+    id: int | None = Field(default=None, primary_key=True)
+    source: str
+    query: str
+    page_no: int
+    token_in: str | None = None
+    token_out: str | None = None
+    n_records: int = 0
+    fetched_at: datetime = Field(default_factory=utcnow)
+
+
+class StageRun(SQLModel, table=True):
+    """One (paper, stage, subject, attempt). Status: pending|running|succeeded|rejected|failed."""
+
+    __tablename__ = "stage_run"
+    __table_args__ = (
+        UniqueConstraint("paper_id", "stage", "subject", "attempt"),
+        Index("ix_stage_run_lookup", "paper_id", "stage", "subject"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    paper_id: str = Field(index=True)
+    stage: str = Field(index=True)
+    subject: str = ""
+    attempt: int = 1
+    status: str = Field(default="pending", index=True)
+    input_hash: str | None = None
+    output: dict[str, Any] | None = _json()
+    error_class: str | None = None
+    error_message: str | None = None
+    code_version: str | None = None
+    prompt_version: str | None = None
+    run_id: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class LLMCall(SQLModel, table=True):
+    __tablename__ = "llm_call"
+    id: int | None = Field(default=None, primary_key=True)
+    request_hash: str = Field(index=True)
+    attempt: int = 1
+    role: str = Field(index=True)
+    provider: str
+    model: str
+    prompt_version: str
+    subject: str | None = Field(default=None, index=True)
+    request: dict[str, Any] | None = _json()
+    raw_response: dict[str, Any] | None = _json()
+    parsed: dict[str, Any] | None = _json()
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    cache_hit: bool = False
+    error: str | None = None
+    run_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class RejectionRow(SQLModel, table=True):
+    __tablename__ = "rejection"
+    id: int | None = Field(default=None, primary_key=True)
+    stage_run_id: int = Field(foreign_key="stage_run.id", index=True)
+    paper_id: str = Field(index=True)
+    subject: str = ""
+    stage: str
+    rule_id: str = Field(index=True)
+    message: str
+    evidence: dict[str, Any] | None = _json()
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class _Evidence(SQLModel):
+    id: int | None = Field(default=None, primary_key=True)
+    stage_run_id: int = Field(foreign_key="stage_run.id", index=True)
+    paper_id: str = Field(index=True)
+    subject: str = ""
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ScreeningDecision(_Evidence, table=True):
+    """Prefilter and eligibility decisions (``stage`` says which)."""
+
+    __tablename__ = "screening_decision"
+    stage: str
+    decision: str
+    rule_ids: list[str] | None = _json()
+    policy_hash: str | None = None
+    payload: dict[str, Any] | None = _json()
+
+
+class FetchRow(_Evidence, table=True):
+    """Full-text acquisition: where the PDF came from and what was stored."""
+
+    __tablename__ = "fulltext_fetch"
+    status: str
+    url: str | None = None
+    final_url: str | None = None
+    sha256: str | None = None
+    bytes: int | None = None
+    license: str | None = None
+    payload: dict[str, Any] | None = _json()
+
+
+class DocumentRow(_Evidence, table=True):
+    __tablename__ = "document"
+    sha256: str = Field(index=True)
+    status: str
+    pages: int = 0
+    text: str = ""
+    payload: dict[str, Any] | None = _json()
+
+
+class SpanRow(SQLModel, table=True):
+    __tablename__ = "span"
+    __table_args__ = (UniqueConstraint("document_id", "span_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    document_id: int = Field(foreign_key="document.id", index=True)
+    span_id: str = Field(index=True)
+    section: str
+    page: int
+    start: int
+    end: int
+    sha256: str
+    text: str
+
+
+class FindingRow(_Evidence, table=True):
+    __tablename__ = "finding"
+    payload: dict[str, Any] | None = _json()
+
+
+class QuestionRow(_Evidence, table=True):
+    __tablename__ = "question"
+    payload: dict[str, Any] | None = _json()
+
+
+class ReconstructionRow(_Evidence, table=True):
+    __tablename__ = "reconstruction"
+    payload: dict[str, Any] | None = _json()
+
+
+class VerificationRow(_Evidence, table=True):
+    __tablename__ = "verification"
+    payload: dict[str, Any] | None = _json()
+
+
+class DistractorCandidateRow(_Evidence, table=True):
+    __tablename__ = "distractor_candidate"
+    payload: dict[str, Any] | None = _json()
+
+
+class OptionCheckRow(_Evidence, table=True):
+    __tablename__ = "option_check"
+    payload: dict[str, Any] | None = _json()
+
+
+class ItemRow(_Evidence, table=True):
+    __tablename__ = "item"
+    item_id: str = Field(index=True, unique=True)
+    status: str = "machine_accepted_unverified"
+    family_id: str | None = None
+    payload: dict[str, Any] | None = _json()
+
+
+#: stage name → the evidence table its results are written to
+EVIDENCE_TABLES: dict[str, type[SQLModel]] = {
+    "prefilter": ScreeningDecision,
+    "eligibility": ScreeningDecision,
+    "fetch_fulltext": FetchRow,
+    "extract_text": DocumentRow,
+    "findings": FindingRow,
+    "question": QuestionRow,
+    "reconstruct": ReconstructionRow,
+    "verify": VerificationRow,
+    "distractors": DistractorCandidateRow,
+    "option_check": OptionCheckRow,
+    "accept": ItemRow,
+}
