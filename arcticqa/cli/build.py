@@ -1,1 +1,201 @@
-"""CLI commands: build (filled in by its issue)."""
+"""CLI commands of the build: build, resume, status, rules, doctor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from arcticqa.cli.app import ConfigOption, app, console, err_console, handle_errors
+
+__all__: list[str] = []
+
+STATUSES = ("pending", "running", "succeeded", "rejected", "failed")
+
+
+class Orchestrator(StrEnum):
+    prefect = "prefect"
+    local = "local"
+
+
+OrchestratorOption = Annotated[
+    Orchestrator,
+    typer.Option("--orchestrator", help="prefect: run the build-arcticqa flow (ephemeral API, no server "
+                 "needed); local: the same stages without Prefect (fastest start-up)."),
+]
+RetryRejected = Annotated[
+    list[str] | None,
+    typer.Option("--retry-rejected", help="Re-run this stage for papers it rejected (repeatable)."),
+]
+SourceOption = Annotated[
+    str | None,
+    typer.Option("--source", help="Paper source: snapshot:PATH | s2-datasets:DIR | s2 (overrides config)."),
+]
+
+
+def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
+         source: str | None) -> None:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    from arcticqa.config import load_settings
+    from arcticqa.pipeline.build import FailureThresholdExceeded, run_build
+    from arcticqa.pipeline.runner import open_build_context
+
+    cfg_path = str(config) if config else None
+    try:
+        if orchestrator is Orchestrator.prefect:
+            from flows.build_arcticqa import build_arcticqa
+
+            summary = asyncio.run(build_arcticqa(config=cfg_path, resume=resume,
+                                                 retry_rejected=retry_rejected or [], source=source))
+        else:
+            settings = load_settings(cfg_path)
+            if source:
+                settings.build.source = source
+
+            async def go() -> dict[str, Any]:
+                async with open_build_context(settings, retry_rejected=retry_rejected or ()) as ctx:
+                    return (await run_build(ctx, discover=not resume)).model_dump(mode="json")
+
+            summary = asyncio.run(go())
+    except FailureThresholdExceeded as exc:
+        err_console.print(f"[bold red]build stopped:[/] {exc}")
+        raise typer.Exit(1) from exc
+    _print_summary(summary)
+    if summary.get("stopped"):
+        err_console.print(f"[yellow]stopped early:[/] {summary['stopped']} (finished work is kept; "
+                          "raise the cap and run `arcticqa resume`)")
+        raise typer.Exit(3)
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"build run {summary.get('run_id')}")
+    cols = ("succeeded", "rejected", "failed", "skipped", "blocked", "not_started")
+    table.add_column("stage")
+    for c in cols:
+        table.add_column(c, justify="right")
+    for stage, counts in summary.get("stages", {}).items():
+        table.add_row(stage, *(str(counts.get(c, 0)) for c in cols))
+    if summary.get("discovered"):
+        console.print(f"discovered: {json.dumps(summary['discovered'])}")
+    console.print(table)
+    for stage, errs in summary.get("errors", {}).items():
+        for pid, msg in list(errs.items())[:5]:
+            err_console.print(f"[red]{stage}[/] {pid}: {msg[:300]}", highlight=False)
+
+
+@app.command()
+@handle_errors
+def build(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
+          source: SourceOption = None, retry_rejected: RetryRejected = None) -> None:
+    """Discover papers and run every stage that has not finished (idempotent)."""
+    _run(config, resume=False, orchestrator=orchestrator, retry_rejected=retry_rejected, source=source)
+
+
+@app.command()
+@handle_errors
+def resume(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
+           retry_rejected: RetryRejected = None) -> None:
+    """Re-run, per paper, only stages that failed or never ran (no new discovery)."""
+    _run(config, resume=True, orchestrator=orchestrator, retry_rejected=retry_rejected, source=None)
+
+
+@app.command()
+@handle_errors
+def status(config: ConfigOption = None,
+           as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Counts of the newest attempt per paper, by stage and status."""
+    from arcticqa.config import load_settings
+    from arcticqa.store.store import open_store
+
+    store = open_store(load_settings(config))
+    counts = store.status_counts()
+    calls = store.llm_calls()
+    if as_json:
+        print(json.dumps({"stages": counts, "llm_calls": len(calls),
+                          "cost_usd": round(sum(c.cost_usd for c in calls), 6)}, sort_keys=True))
+        return
+    table = Table(title="stage × status")
+    table.add_column("stage")
+    for s in STATUSES:
+        table.add_column(s, justify="right")
+    for stage, by_status in counts.items():
+        table.add_row(stage, *(str(by_status.get(s, 0)) for s in STATUSES))
+    console.print(table)
+    console.print(f"llm calls: {len(calls)} (cache hits {sum(c.cache_hit for c in calls)}), "
+                  f"cost USD {sum(c.cost_usd for c in calls):.4f}")
+
+
+@app.command()
+def rules(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List every rejection rule id with its summary."""
+    import arcticqa.pipeline.stages  # noqa: F401  (imports every stage, which declares its rules)
+    from arcticqa.rules import all_rules
+
+    listed = all_rules()
+    if as_json:
+        print(json.dumps([r.model_dump() for r in listed]))
+        return
+    for r in listed:
+        console.print(f"{r.id:45} {r.summary}", highlight=False)
+
+
+@app.command()
+@handle_errors
+def doctor(config: ConfigOption = None,
+           offline: Annotated[bool, typer.Option("--offline", help="Skip endpoint reachability checks.")] = False
+           ) -> None:
+    """Check the config, that API keys are present (never printed), endpoints and the store schema."""
+    import httpx
+
+    from arcticqa.config import ROLES, load_settings
+    from arcticqa.store.store import Store
+
+    settings = load_settings(config)
+    problems = 0
+    table = Table(title="roles")
+    for col in ("role", "model config", "provider", "model", "key", "endpoint"):
+        table.add_column(col)
+    seen_endpoints: dict[str, str] = {}
+    for role in ROLES:
+        name = settings.roles.get(role, "?")
+        cfg = settings.models.get(name)
+        if cfg is None:
+            table.add_row(role, name, "-", "-", "-", "[red]missing model config[/]")
+            problems += 1
+            continue
+        key = "n/a"
+        if cfg.provider == "openai" and cfg.api_key_env:
+            key = "[green]set[/]" if os.environ.get(cfg.api_key_env) else f"[red]{cfg.api_key_env} unset[/]"
+            problems += 0 if os.environ.get(cfg.api_key_env) else 1
+        endpoint = "n/a"
+        if cfg.provider == "openai":
+            base = cfg.base_url or "https://api.openai.com/v1"
+            if offline:
+                endpoint = "skipped"
+            elif base not in seen_endpoints:
+                try:
+                    r = httpx.get(base.rstrip("/") + "/models", timeout=5.0, headers={
+                        "Authorization": f"Bearer {os.environ.get(cfg.api_key_env or '', '')}"})
+                    seen_endpoints[base] = f"HTTP {r.status_code}"
+                except httpx.HTTPError as exc:
+                    seen_endpoints[base] = f"[red]unreachable: {type(exc).__name__}[/]"
+                    problems += 1
+            endpoint = seen_endpoints.get(base, endpoint)
+        table.add_row(role, name, cfg.provider, cfg.model, key, endpoint)
+    console.print(table)
+    store = Store(settings.store.url, migrate=False)
+    current, head = store.schema_version()
+    ok = current == head
+    problems += 0 if ok else 1
+    console.print(f"store {store.engine.url.render_as_string(hide_password=True)}: schema {current or 'empty'}"
+                  f" (code expects {head}){'' if ok else ' — run any build command to migrate'}")
+    if problems:
+        err_console.print(f"[red]{problems} problem(s) found[/]")
+        raise typer.Exit(1)
+    console.print("[green]all checks passed[/]")

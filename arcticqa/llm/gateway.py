@@ -107,6 +107,23 @@ class Budget:
         self.spent_usd += cost
 
 
+@dataclass(frozen=True)
+class _CallBase:
+    """What every record of one role call shares."""
+
+    role: str
+    provider: str
+    model: str
+    prompt_version: str
+    request_hash: str
+    subject: str | None
+
+    def record(self, **fields: Any) -> CallRecord:
+        return CallRecord(role=self.role, provider=self.provider, model=self.model,
+                          prompt_version=self.prompt_version, request_hash=self.request_hash,
+                          subject=self.subject, **fields)
+
+
 @dataclass
 class _Attempt:
     request: dict[str, Any] | None = None
@@ -223,13 +240,13 @@ class Gateway:
         messages = template.render(variables)
         schema = response_model.model_json_schema()
         request_hash = _request_hash(cfg.provider, cfg, role, messages, schema)
-        base = dict(role=role, provider=cfg.provider, model=cfg.model,
-                    prompt_version=template.version_id, request_hash=request_hash, subject=subject)
+        base = _CallBase(role=role, provider=cfg.provider, model=cfg.model,
+                         prompt_version=template.version_id, request_hash=request_hash, subject=subject)
 
         cached = self.recorder.cached_output(request_hash)
         if cached is not None:
             output = response_model.model_validate(cached)
-            self.recorder.record_calls([CallRecord(**base, attempt=0, request={"messages": messages},
+            self.recorder.record_calls([base.record(attempt=0, request={"messages": messages},
                                                    parsed=cached, cache_hit=True)])
             return RoleReply(output=output, role=role, provider=cfg.provider, model=cfg.model,
                              prompt_version=template.version_id, request_hash=request_hash, cached=True)
@@ -238,8 +255,8 @@ class Gateway:
             started = time.perf_counter()
             result = await answer_offline(role, to_jsonable(variables), response_model)
             output = response_model.model_validate(result.model_dump())
-            self.recorder.record_calls([CallRecord(
-                **base, attempt=1, request={"messages": messages, "variables": to_jsonable(variables)},
+            self.recorder.record_calls([base.record(
+                attempt=1, request={"messages": messages, "variables": to_jsonable(variables)},
                 parsed=output.model_dump(mode="json"), latency_s=time.perf_counter() - started)])
             return RoleReply(output=output, role=role, provider="offline", model=cfg.model,
                              prompt_version=template.version_id, request_hash=request_hash, cached=False)
@@ -247,7 +264,7 @@ class Gateway:
         return await self._ask_openai(model_name, cfg, messages, response_model, base)
 
     async def _ask_openai(self, model_name: str, cfg: ModelConfig, messages: list[dict[str, str]],
-                          response_model: type[OutputT], base: dict[str, Any]) -> RoleReply[OutputT]:
+                          response_model: type[OutputT], base: _CallBase) -> RoleReply[OutputT]:
         client = self._client(model_name, cfg)
         attempts: list[_Attempt] = []
         token = _attempts.set(attempts)
@@ -266,48 +283,48 @@ class Gateway:
                             temperature=cfg.temperature,
                             max_tokens=cfg.max_tokens,
                             max_retries=cfg.max_reasks,
-                            extra_headers={"X-Arcticqa-Role": base["role"]},
+                            extra_headers={"X-Arcticqa-Role": base.role},
                             **({"extra_body": cfg.extra_body} if cfg.extra_body else {}),
                         )
         except BudgetExceeded:
             raise
         except IncompleteOutputException as exc:
-            failure = LLMOutputError(f"{base['role']}: output truncated (finish_reason=length): {exc}")
+            failure = LLMOutputError(f"{base.role}: output truncated (finish_reason=length): {exc}")
         except Exception as exc:  # noqa: BLE001 - classified below, recorded, re-raised as ours
             cause = _transport_cause(exc)
             if cause is not None:
-                failure = LLMTransportError(f"{base['role']}: no answer from {cfg.model} after "
+                failure = LLMTransportError(f"{base.role}: no answer from {cfg.model} after "
                                             f"{len(attempts)} attempts: {type(cause).__name__}: {cause}")
             elif isinstance(exc, InstructorRetryException):
-                failure = LLMOutputError(f"{base['role']}: output failed validation after "
+                failure = LLMOutputError(f"{base.role}: output failed validation after "
                                          f"{exc.n_attempts} attempts: {str(exc)[:500]}")
             elif isinstance(exc, openai.APIStatusError):
-                failure = LLMError(f"{base['role']}: HTTP {exc.status_code} from {cfg.model}: {exc.message}")
+                failure = LLMError(f"{base.role}: HTTP {exc.status_code} from {cfg.model}: {exc.message}")
             else:
-                failure = LLMError(f"{base['role']}: {type(exc).__name__}: {exc}")
+                failure = LLMError(f"{base.role}: {type(exc).__name__}: {exc}")
         finally:
             _attempts.reset(token)
             self._record_attempts(cfg, attempts, base, output)
         if failure is not None or output is None:
-            raise failure or LLMError(f"{base['role']}: no output")
+            raise failure or LLMError(f"{base.role}: no output")
         cost = sum(self._cost(cfg, a) for a in attempts)
-        return RoleReply(output=output, role=base["role"], provider=cfg.provider, model=cfg.model,
-                         prompt_version=base["prompt_version"], request_hash=base["request_hash"],
+        return RoleReply(output=output, role=base.role, provider=cfg.provider, model=cfg.model,
+                         prompt_version=base.prompt_version, request_hash=base.request_hash,
                          cached=False, cost_usd=cost)
 
     @staticmethod
     def _cost(cfg: ModelConfig, a: _Attempt) -> float:
         return (a.tokens_in * cfg.price_in_per_mtok + a.tokens_out * cfg.price_out_per_mtok) / 1e6
 
-    def _record_attempts(self, cfg: ModelConfig, attempts: list[_Attempt], base: dict[str, Any],
+    def _record_attempts(self, cfg: ModelConfig, attempts: list[_Attempt], base: _CallBase,
                          output: BaseModel | None) -> None:
         records = []
         for i, a in enumerate(attempts, start=1):
             cost = self._cost(cfg, a)
             self.budget.add(cost)
             is_last_ok = output is not None and i == len(attempts) and a.error is None
-            records.append(CallRecord(
-                **base, attempt=i, request=a.request or {}, raw_response=a.response,
+            records.append(base.record(
+                attempt=i, request=a.request or {}, raw_response=a.response,
                 parsed=output.model_dump(mode="json") if is_last_ok and output is not None else None,
                 tokens_in=a.tokens_in, tokens_out=a.tokens_out, cost_usd=cost,
                 latency_s=(a.finished or time.perf_counter()) - a.started,

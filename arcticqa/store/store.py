@@ -19,7 +19,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from pydantic import BaseModel
-from sqlalchemy import func
+from sqlalchemy import and_, func
 from sqlalchemy.engine import Engine
 from sqlmodel import SQLModel, col, select
 
@@ -181,7 +181,7 @@ class Store:
         payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else output
         with write_session(self.engine) as s:
             row = s.get(StageRun, run.id)
-            if row is None:
+            if row is None or row.id is None:
                 raise StoreError(f"stage run {run.id} vanished")
             row.status = status
             row.output = payload
@@ -222,10 +222,10 @@ class Store:
             newest = (select(StageRun.paper_id, StageRun.stage, StageRun.subject,
                              func.max(StageRun.attempt).label("attempt"))
                       .group_by(StageRun.paper_id, StageRun.stage, StageRun.subject).subquery())
-            q = select(StageRun).join(newest, (StageRun.paper_id == newest.c.paper_id)
-                                      & (StageRun.stage == newest.c.stage)
-                                      & (StageRun.subject == newest.c.subject)
-                                      & (StageRun.attempt == newest.c.attempt))
+            q = select(StageRun).join(newest, and_(col(StageRun.paper_id) == newest.c.paper_id,
+                                                   col(StageRun.stage) == newest.c.stage,
+                                                   col(StageRun.subject) == newest.c.subject,
+                                                   col(StageRun.attempt) == newest.c.attempt))
             if stage:
                 q = q.where(StageRun.stage == stage)
             if status:
