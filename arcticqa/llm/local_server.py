@@ -143,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"unknown path {self.path}"}})
             return
-        headers = {k: v for k, v in self.headers.items()}
+        headers = {k.lower(): v for k, v in self.headers.items()}
         fake = self.server.fake
         fake._record(RecordedRequest(self.path, headers, body))
         if fake.latency:
