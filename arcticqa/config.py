@@ -23,12 +23,15 @@ from pydantic_settings import (
 )
 
 from arcticqa.errors import ConfigError
+from arcticqa.text.fetch import FetchPolicy
 
 __all__ = [
     "ROLES",
     "ModelConfig",
     "StoreSettings",
     "BuildSettings",
+    "DiscoverySettings",
+    "PolicyFiles",
     "Settings",
     "load_settings",
     "DEFAULT_CONFIG_NAME",
@@ -104,6 +107,24 @@ class BuildSettings(BaseModel):
     seed: str = "arcticqa-v1"
 
 
+class DiscoverySettings(BaseModel):
+    """The live Semantic Scholar source (``source = "s2"``)."""
+
+    api_url: str | None = None  # None: the public API
+    api_key_env: str | None = "S2_API_KEY"
+    rate_per_s: float | None = None  # None: 1/s with a key, one every 3 s without
+    timeout_s: float = 30.0
+    max_attempts: int = Field(6, ge=1)
+    page_size: int = Field(500, ge=1)  # lines per page for file sources
+
+
+class PolicyFiles(BaseModel):
+    """Policy files; each decision records the hash of the file it applied."""
+
+    metadata: Path | None = None  # None: data/policies/metadata.toml
+    eligibility: Path | None = None  # None: data/policies/eligibility.toml
+
+
 def _default_models() -> dict[str, ModelConfig]:
     return {"offline": ModelConfig(provider="offline", model="offline-baseline", api_key_env=None)}
 
@@ -120,6 +141,11 @@ class Settings(BaseSettings):
 
     store: StoreSettings = Field(default_factory=StoreSettings)
     build: BuildSettings = Field(default_factory=BuildSettings)
+    discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
+    policies: PolicyFiles = Field(default_factory=PolicyFiles)
+    fetch: FetchPolicy = Field(default_factory=FetchPolicy)
+    #: ExtractionLimits fields (max_pages, time_limit_s, max_span_chars, ...); see docs/fulltext.md
+    extraction: dict[str, Any] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=_default_models)
     roles: dict[str, str] = Field(default_factory=_default_roles)
 

@@ -1,0 +1,53 @@
+"""Discovery's checkpoint on the store: pages, tokens and raw records, one transaction a page."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import col, select
+
+from arcticqa.sources import RawRecord
+from arcticqa.store.db import read_session
+from arcticqa.store.store import Store
+from arcticqa.store.tables import DiscoveryPage
+from arcticqa.store.tables import RawRecord as RawRecordRow
+
+__all__ = ["StoreCheckpoint"]
+
+
+class StoreCheckpoint:
+    """Implements :class:`arcticqa.stages.discover.DiscoveryCheckpoint` on ``discovery_page``."""
+
+    source = "discovery"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def _last(self, key: str) -> DiscoveryPage | None:
+        pages = self.store.discovery_pages(self.source, key)
+        return pages[-1] if pages else None
+
+    def resume_token(self, key: str) -> str | None:
+        last = self._last(key)
+        return last.token_out if last is not None else None
+
+    def pages_recorded(self, key: str) -> int:
+        return len(self.store.discovery_pages(self.source, key))
+
+    def is_done(self, key: str) -> bool:
+        last = self._last(key)
+        return last is not None and last.token_out is None
+
+    def record_page(self, key: str, page_no: int, token_in: str | None, token_out: str | None,
+                    records: list[RawRecord], fetched_at: datetime) -> None:
+        rows = [RawRecordRow(source=r.origin, query=r.query, page=r.page, line=r.line, paper_id=r.paper_id,
+                             fetched_at=r.fetched_at, payload=r.model_dump(mode="json")) for r in records]
+        self.store.record_discovery_page(
+            DiscoveryPage(source=self.source, query=key, page_no=page_no, token_in=token_in,
+                          token_out=token_out, n_records=len(records), fetched_at=fetched_at), rows)
+
+    def all_records(self) -> list[RawRecord]:
+        """Every raw record ever discovered (all queries, all runs), in arrival order."""
+        with read_session(self.store.engine) as s:
+            rows = s.exec(select(RawRecordRow).order_by(col(RawRecordRow.id))).all()
+            return [RawRecord.model_validate(r.payload) for r in rows if r.payload]
