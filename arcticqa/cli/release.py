@@ -1,1 +1,194 @@
-"""CLI commands: release (filled in by its issue)."""
+"""CLI commands: validate-release, export, audit, funnel.
+
+``validate-release`` needs only a folder. ``export``, ``audit`` and ``funnel`` read the store
+through ``arcticqa.store.open_store(settings)`` (``release_items()``, ``audit_data(...)``,
+``funnel_counts()``). Heavy imports stay inside the commands so ``arcticqa --help`` is fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from arcticqa.cli.app import ConfigOption, app, console, err_console, handle_errors
+from arcticqa.errors import StageError
+
+__all__ = ["validate_release_cmd", "export_cmd", "audit_cmd", "funnel_cmd"]
+
+_MAX_PRINTED = 50
+
+
+def _call_store(config: Path | None, method: str, **kwargs: Any) -> Any:
+    """Open the store and call one of its release/audit methods; a clear error if it is missing."""
+    from arcticqa.config import load_settings
+
+    settings = load_settings(config)
+    try:
+        from arcticqa.store import open_store  # type: ignore[attr-defined]
+    except ImportError:
+        raise StageError("the store does not provide open_store() yet; this command is not "
+                         "available in this build") from None
+    store = open_store(settings)
+    try:
+        fn = getattr(store, method, None)
+        if fn is None:
+            raise StageError(f"the store does not provide {method}() yet; this command is not "
+                             "available in this build")
+        return fn(**kwargs)
+    finally:
+        close = getattr(store, "close", None)
+        if callable(close):
+            close()
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    import os
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command("validate-release")
+@handle_errors
+def validate_release_cmd(
+    release_dir: Annotated[Path, typer.Argument(help="Release folder (or a bare items.jsonl).")],
+    recheck: Annotated[bool, typer.Option("--recheck", help="Re-run the deterministic gates on the published text.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON record per issue / flagged item or option.")] = False,
+) -> None:
+    """Check a release folder against the schemas, the manifest hashes and cross-file invariants."""
+    from rich.markup import escape
+
+    from arcticqa.release.validate import validate_release
+
+    report = validate_release(release_dir, recheck=recheck)
+    if recheck and report.recheck_unavailable:
+        raise StageError(f"--recheck is not available: {report.recheck_unavailable}")
+    if as_json:
+        for issue in [*report.errors, *report.warnings]:
+            console.print_json(json.dumps(issue.model_dump()), indent=None)
+        for flag in report.recheck or []:
+            console.print_json(json.dumps(flag.model_dump()), indent=None)
+    else:
+        counts = ", ".join(f"{v} {k}" for k, v in report.counts.items())
+        console.print(f"{release_dir}: {counts or 'nothing read'}", highlight=False, soft_wrap=True)
+        for w in report.warnings[:_MAX_PRINTED]:
+            console.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
+        if report.recheck is not None:
+            rc = report.recheck_counts()
+            console.print(f"recheck: {len(report.recheck)} flag(s)", highlight=False)
+            for rule_id, n in rc.items():
+                console.print(f"  {rule_id}: {n}", highlight=False)
+    for e in report.errors[:_MAX_PRINTED]:
+        err_console.print(str(e), highlight=False, markup=False, soft_wrap=True)
+    if report.ok and not as_json:
+        console.print("[green]valid[/]")
+    report.raise_for_errors()
+
+
+@app.command("export")
+@handle_errors
+def export_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Release folder to create.")],
+    release_id: Annotated[str, typer.Option("--release-id", help="Release id.")] = "arcticqa-release",
+    prompt: Annotated[Path | None, typer.Option("--prompt", help="Evaluation prompt JSON (default: the store's).")] = None,
+    include_evidence: Annotated[bool, typer.Option("--include-evidence", help="Include evidence text (check source licences).")] = False,
+    require_redistributable: Annotated[bool, typer.Option("--require-redistributable", help="Leave out items whose source licence forbids sharing evidence.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="jsonl (hf is not supported yet).")] = "jsonl",
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing release folder.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """Export the accepted items as a release folder (written atomically, byte-deterministic)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from arcticqa.config import load_settings
+    from arcticqa.release.jsonio import load_json
+    from arcticqa.release.writer import write_release
+
+    settings = load_settings(config)
+    items = _call_store(config, "release_items")
+    funnel = _call_store(config, "funnel_counts")
+    if prompt is not None:
+        prompt_data = load_json(prompt)
+    else:
+        prompt_data = _call_store(config, "release_prompt")
+    if not isinstance(prompt_data, dict):
+        raise StageError("the evaluation prompt must be a JSON object")
+    try:
+        policy_hashes = _call_store(config, "policy_hashes")
+    except StageError:
+        policy_hashes = {}
+    roster: dict[str, list[str]] = {}
+    for role in sorted(settings.roles):
+        roster[role] = [settings.model_for(role).model]
+    try:
+        code_version = version("arcticqa")
+    except PackageNotFoundError:
+        from arcticqa import __version__ as code_version
+    path = write_release(items, out, release_id=release_id, prompt=prompt_data, funnel=funnel,
+                         roster=roster, config_hash=settings.fingerprint(),
+                         policy_hashes=policy_hashes, code_version=code_version,
+                         include_evidence=include_evidence,
+                         require_redistributable=require_redistributable, format=fmt,
+                         overwrite=overwrite)
+    console.print(f"wrote {path}", highlight=False)
+
+
+@app.command("audit")
+@handle_errors
+def audit_cmd(
+    stage: Annotated[str | None, typer.Option("--stage", help="Only this stage.")] = None,
+    rule: Annotated[str | None, typer.Option("--rule", help="Only this rule id (or prefix ending in '.').")] = None,
+    paper: Annotated[str | None, typer.Option("--paper", help="Only this paper id.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Rejected and needs-review papers/items with stage, rule, message and evidence."""
+    from arcticqa.release.audit import AuditData
+
+    data = _call_store(config, "audit_data", stage=stage, rule=rule, paper=paper)
+    if not isinstance(data, AuditData):
+        raise StageError("the store's audit_data() did not return AuditData")
+    if html is not None:
+        from arcticqa.release.audit import render_audit_html
+
+        _write_text_atomic(html, render_audit_html(data))
+        console.print(f"wrote {html}", highlight=False)
+        return
+    rows = data.filtered(stage=stage, rule=rule, paper=paper)
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps(r.model_dump(mode="json"), ensure_ascii=False, sort_keys=True))
+        return
+    from rich.table import Table
+
+    table = Table("stage", "rule", "status", "paper", "item", "message", "evidence")
+    for r in rows:
+        table.add_row(r.stage, r.rule_id, r.status, r.paper_id or "", r.item_id or "", r.message,
+                      json.dumps(r.evidence, ensure_ascii=False, sort_keys=True) if r.evidence else "")
+    console.print(table)
+
+
+@app.command("funnel")
+@handle_errors
+def funnel_cmd(
+    out: Annotated[Path, typer.Option("--out", help="funnel.png or funnel.svg")],
+    config: ConfigOption = None,
+) -> None:
+    """Draw the PRISMA-style flow figure of the build."""
+    from arcticqa.release.funnel import render_funnel
+
+    funnel = _call_store(config, "funnel_counts")
+    render_funnel(funnel, out)
+    console.print(f"wrote {out}", highlight=False)

@@ -1,0 +1,161 @@
+"""The audit report: why every paper, question and option that is not in a release was rejected.
+
+:class:`AuditData` is what the store hands over (funnel counts, rejections, per-paper and
+per-item detail); :func:`render_audit_html` turns it into one self-contained HTML file (inline
+CSS, JS and SVG; no network). Paper text is untrusted: Jinja2 autoescapes everything, the data
+the script reads is JSON with ``<``, ``>`` and ``&`` escaped, the script only ever writes
+``textContent``, and a Content-Security-Policy allows no script but our own (by hash).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from arcticqa.release.models import FunnelCounts
+
+__all__ = ["AuditSpan", "AuditRejection", "AuditOption", "AuditItem", "AuditPaper", "AuditData",
+           "render_audit_html", "safe_json_for_script"]
+
+
+class AuditSpan(BaseModel):
+    span_id: str
+    role: str | None = None
+    section: str | None = None
+    page: int | None = None
+    start: int | None = None
+    end: int | None = None
+    text: str | None = None
+
+
+class AuditRejection(BaseModel):
+    """One rejection (or needs-review flag) with the rule and the evidence that triggered it."""
+
+    stage: str
+    rule_id: str
+    message: str
+    status: Literal["rejected", "needs_review"] = "rejected"
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    paper_id: str | None = None
+    item_id: str | None = None
+    option_rank: int | None = None
+
+
+class AuditOption(BaseModel):
+    """One answer option (gold or distractor proposal) with the option verifier's verdict."""
+
+    kind: Literal["gold", "distractor"] = "distractor"
+    rank: int | None = None
+    text: str
+    type: str | None = None
+    verdict: str = Field(description="admitted|rejected|needs_review")
+    verification: str | None = None
+    rule_id: str | None = None
+    message: str | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class AuditItem(BaseModel):
+    item_id: str
+    paper_id: str | None = None
+    status: str
+    stage: str | None = Field(default=None, description="the last stage the item reached")
+    question: str | None = None
+    question_context: str | None = None
+    gold_answer: str | None = None
+    reconstruction: str | None = None
+    evidence_spans: list[AuditSpan] = Field(default_factory=list)
+    options: list[AuditOption] = Field(default_factory=list)
+    rejections: list[AuditRejection] = Field(default_factory=list)
+
+
+class AuditPaper(BaseModel):
+    paper_id: str
+    title: str | None = None
+    doi: str | None = None
+    year: int | None = None
+    status: str
+    stage: str | None = None
+    evidence_spans: list[AuditSpan] = Field(default_factory=list)
+    rejections: list[AuditRejection] = Field(default_factory=list)
+    item_ids: list[str] = Field(default_factory=list)
+
+
+class AuditData(BaseModel):
+    """Everything the audit report shows. Built by the store (``audit_data()``)."""
+
+    title: str = "arcticqa build audit"
+    release_id: str | None = None
+    generated_utc: str | None = None
+    funnel: FunnelCounts
+    rejections: list[AuditRejection] = Field(default_factory=list)
+    papers: list[AuditPaper] = Field(default_factory=list)
+    items: list[AuditItem] = Field(default_factory=list)
+
+    def filtered(self, *, stage: str | None = None, rule: str | None = None,
+                 paper: str | None = None) -> list[AuditRejection]:
+        """Rejections matching every given filter (``rule`` may be a prefix ending in '.')."""
+        out = []
+        for r in self.rejections:
+            if stage is not None and r.stage != stage:
+                continue
+            if rule is not None and not (r.rule_id == rule or (rule.endswith(".") and r.rule_id.startswith(rule))):
+                continue
+            if paper is not None and r.paper_id != paper:
+                continue
+            out.append(r)
+        return out
+
+
+_JS_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+               "\u2029": "\\u2029"}
+
+
+def safe_json_for_script(data: Any) -> str:
+    """JSON that cannot end a ``<script>`` element or open an HTML comment inside one."""
+    text = json.dumps(data, ensure_ascii=False, sort_keys=True, default=str)
+    for raw, esc in _JS_ESCAPES.items():
+        text = text.replace(raw, esc)
+    return text
+
+
+def _pretty(evidence: dict[str, Any]) -> str:
+    return json.dumps(evidence, ensure_ascii=False, indent=2, sort_keys=True, default=str) if evidence else ""
+
+
+def render_audit_html(data: AuditData) -> str:
+    """One self-contained HTML page: funnel, filterable rejections, per-paper/item detail."""
+    from importlib import resources
+
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+    from markupsafe import Markup
+
+    from arcticqa.release.funnel import funnel_svg
+
+    script = resources.files("arcticqa.release").joinpath("templates/audit.js").read_text("utf-8")
+    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+    env = Environment(loader=PackageLoader("arcticqa.release", "templates"),
+                      undefined=StrictUndefined, autoescape=True)
+    env.filters["pretty"] = _pretty
+    summary = {
+        "funnel": [{"name": s.name, "count": s.count, "unit": s.unit,
+                    "rejected": sum(s.rejected.values())} for s in data.funnel.steps],
+        "rejections": len(data.rejections),
+        "papers": len(data.papers),
+        "items": len(data.items),
+    }
+    paper_anchor = {p.paper_id: f"paper-{i}" for i, p in enumerate(data.papers)}
+    item_anchor = {it.item_id: f"item-{i}" for i, it in enumerate(data.items)}
+    stages = sorted({r.stage for r in data.rejections})
+    rules = sorted({r.rule_id for r in data.rejections})
+    return env.get_template("audit.html.j2").render(
+        data=data, stages=stages, rules=rules, paper_anchor=paper_anchor, item_anchor=item_anchor,
+        # matplotlib draws text as paths, so the SVG holds no text from the data
+        funnel_svg=Markup(funnel_svg(data.funnel)),
+        summary_json=Markup(safe_json_for_script(summary)),
+        script=Markup(script), script_hash=script_hash,
+    )

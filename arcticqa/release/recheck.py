@@ -1,0 +1,98 @@
+"""``validate-release --recheck``: re-run the deterministic gates on a release as published.
+
+No gate logic lives here: each test is one function of :mod:`arcticqa.gates`, the same the
+item-construction stages call. This module feeds them the published text and turns their
+verdicts into :class:`RecheckFlag` records. Gates that reject carry their own rule ids
+(``question.*``, ``distractor.*``); the two checks that only make sense on a finished item
+(a direction distractor that is not a reversal, a contradiction label that no rule reproduces)
+are named by the ``recheck.*`` rules below. A gate that is not importable
+is named in ``report.recheck_unavailable`` rather than guessed at.
+
+Gates used (all from the :mod:`arcticqa.gates` package API):
+
+- ``answer_leak(question, context, answer) -> Rejection | None``
+- ``not_standalone(question, context) -> Rejection | None``
+- ``check_distractor(answer, option, earlier) -> Rejection | None`` (equals the answer,
+  duplicate, within tolerance with units converted, all/none of the above, negation, compound,
+  format)
+- ``is_direction_reversal(answer, option) -> bool | None`` (direction-typed distractors)
+- ``contradiction(option, evidence_text, answer, answer_type) -> Contradiction | None`` (only
+  when the release includes evidence text: a ``deterministic-contradiction`` label that no rule
+  reproduces is flagged)
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from arcticqa.release.models import ReleaseItem
+from arcticqa.release.validate import RecheckFlag, ValidationReport
+from arcticqa.rules import rule
+
+__all__ = ["GATES", "recheck_items"]
+
+R_NOT_REVERSAL = rule("recheck.direction_not_reversal",
+                      "A direction distractor does not reverse the gold answer's direction")
+R_NOT_REPRODUCED = rule("recheck.contradiction_not_reproduced",
+                        "A distractor labelled deterministic-contradiction is not proved false by "
+                        "any contradiction rule against the released evidence")
+
+#: the names the recheck needs from :mod:`arcticqa.gates`
+GATES: tuple[str, ...] = ("answer_leak", "not_standalone", "check_distractor",
+                          "is_direction_reversal", "contradiction")
+
+
+def _load() -> tuple[dict[str, Callable[..., Any]], str | None]:
+    try:
+        module = importlib.import_module("arcticqa.gates")
+    except ImportError as exc:
+        return {}, f"arcticqa.gates cannot be imported ({exc})"
+    found = {n: getattr(module, n) for n in GATES if callable(getattr(module, n, None))}
+    missing = [n for n in GATES if n not in found]
+    return found, ("arcticqa.gates lacks " + ", ".join(missing)) if missing else None
+
+
+def _is_direction(kind: str) -> bool:
+    return "direction" in kind.lower()
+
+
+def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
+    """Run every deterministic gate on ``items``; store flags in ``report.recheck``."""
+    gates, problem = _load()
+    if problem is not None:
+        report.recheck_unavailable = problem
+        report.recheck = None
+        return
+    flags: list[RecheckFlag] = []
+
+    def flag(item: ReleaseItem, rank: int | None, rule_id: str, message: str) -> None:
+        flags.append(RecheckFlag(item_id=item.item_id, option_rank=rank, rule_id=rule_id,
+                                 message=message))
+
+    for item in sorted(items, key=lambda i: i.item_id):
+        for rej in (gates["answer_leak"](item.question, item.question_context, item.gold_answer),
+                    gates["not_standalone"](item.question, item.question_context)):
+            if rej is not None:
+                flag(item, None, rej.rule_id, rej.message)
+        evidence = None
+        if item.evidence and all(e.text is not None for e in item.evidence):
+            evidence = "\n".join(e.text or "" for e in item.evidence)
+        earlier: list[str] = []
+        for d in sorted(item.distractors, key=lambda d: d.rank):
+            rej = gates["check_distractor"](item.gold_answer, d.text, earlier)
+            earlier.append(d.text)
+            if rej is not None:
+                flag(item, d.rank, rej.rule_id, f"{d.text!r}: {rej.message}")
+            # None means the gate cannot compare (no shared axis): only a definite "no" is flagged
+            if _is_direction(d.type) and gates["is_direction_reversal"](item.gold_answer, d.text) is False:
+                flag(item, d.rank, R_NOT_REVERSAL.id,
+                     f"{d.text!r} does not reverse the direction of {item.gold_answer!r}")
+            if evidence is not None and d.verification == "deterministic-contradiction":
+                answer_type = ("numeric" if item.numeric_answer
+                               else "direction" if _is_direction(d.type) else "other")
+                if gates["contradiction"](d.text, evidence, item.gold_answer, answer_type) is None:
+                    flag(item, d.rank, R_NOT_REPRODUCED.id,
+                         f"no contradiction rule proves {d.text!r} false against the evidence")
+    report.recheck = flags

@@ -1,0 +1,205 @@
+"""Write a release folder: items, conditions, prompt, excluded items, funnel, card, manifest.
+
+Deterministic: items sorted by id, fixed key order, no timestamp unless one is passed in, a
+byte-stable funnel SVG — the same inputs give byte-identical files. Atomic: everything is
+written into a temporary folder beside the target, checked with :func:`validate_release`, and
+only then renamed into place; any failure leaves the target as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from arcticqa.errors import ConfigError, InputError, StageError
+from arcticqa.release.conditions import build_conditions
+from arcticqa.release.funnel import funnel_figure_bytes
+from arcticqa.release.jsonio import item_json, json_bytes, jsonl_bytes
+from arcticqa.release.models import (
+    ABSTAIN_TEXT,
+    EvidenceRef,
+    ExcludedItem,
+    FunnelCounts,
+    Manifest,
+    ReleaseItem,
+    license_allows_redistribution,
+)
+
+__all__ = ["RELEASE_FORMAT", "RELEASE_FILES", "write_release", "render_card"]
+
+RELEASE_FORMAT = "arcticqa-release/1"
+#: every file a release holds besides MANIFEST.json, in the order they are written
+RELEASE_FILES: tuple[str, ...] = ("items.jsonl", "conditions.jsonl", "prompt.json",
+                                  "excluded-items.json", "funnel.svg", "README.md")
+_RELEASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _md(value: Any) -> str:
+    # table cells: a pipe or newline in a model name must not break the table
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCounts,
+                roster: Mapping[str, list[str]], include_evidence: bool, dataset_license: str,
+                citation: str | None, code_version: str, config_hash: str,
+                policy_hashes: Mapping[str, str]) -> str:
+    """The dataset card (``README.md``) of a release."""
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(loader=PackageLoader("arcticqa.release", "templates"),
+                      undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env.filters["md"] = _md
+    return env.get_template("card.md.j2").render(
+        release_id=release_id, counts=counts, funnel=funnel, roster=dict(sorted(roster.items())),
+        include_evidence=include_evidence, dataset_license=dataset_license, citation=citation,
+        code_version=code_version, config_hash=config_hash,
+        policy_hashes=dict(sorted(policy_hashes.items())))
+
+
+def _prepare(items: list[ReleaseItem], *, include_evidence: bool,
+             require_redistributable: bool) -> tuple[list[ReleaseItem], list[ExcludedItem]]:
+    from arcticqa.release.validate import check_item
+
+    seen: set[str] = set()
+    for item in items:
+        if item.item_id in seen:
+            raise StageError(f"export: item id {item.item_id} occurs twice")
+        seen.add(item.item_id)
+        problems = check_item(item)
+        if problems:
+            first = problems[0]
+            raise StageError(f"export: {first.message} (field '{first.field}') [{first.rule_id}]")
+    kept: list[ReleaseItem] = []
+    excluded: list[ExcludedItem] = []
+    for item in sorted(items, key=lambda i: i.item_id):
+        lic = item.source_license
+        if require_redistributable and not (lic and lic.redistributable
+                                            and license_allows_redistribution(lic.license)):
+            name = lic.license if lic and lic.license else "unknown"
+            excluded.append(ExcludedItem(
+                item_id=item.item_id, status=item.status,
+                reason=f"source licence {name!r} does not allow redistributing evidence "
+                       "(--require-redistributable)"))
+            continue
+        if item.evidence is not None and not include_evidence:
+            item = item.model_copy(update={"evidence": [
+                EvidenceRef.model_validate(e.model_dump() | {"text": None}) for e in item.evidence]})
+        kept.append(item)
+    return kept, excluded
+
+
+def _counts(items: list[ReleaseItem], n_conditions: int, n_excluded: int) -> dict[str, Any]:
+    distractors = [d for it in items for d in it.distractors]
+    return {
+        "items": len(items),
+        "conditions": n_conditions,
+        "excluded_items": n_excluded,
+        "distractors": len(distractors),
+        "distractors_by_verification": dict(sorted(Counter(d.verification for d in distractors).items())),
+        "language_script": dict(sorted(Counter(it.language_script for it in items).items())),
+        "numeric_answers": sum(1 for it in items if it.numeric_answer),
+    }
+
+
+def _install(tmp: Path, target: Path, overwrite: bool) -> None:
+    """Move the finished temp folder into place; an existing target is swapped out, then removed."""
+    if not target.exists() or (target.is_dir() and not any(target.iterdir())):
+        os.replace(tmp, target)  # POSIX rename replaces an empty folder
+        return
+    if not overwrite:
+        raise InputError("target folder exists and is not empty (use overwrite)", path=str(target))
+    backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+    backup.rmdir()
+    os.replace(target, backup)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        os.replace(backup, target)
+        raise
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, prompt: dict[str, Any],
+                  funnel: FunnelCounts, roster: dict[str, list[str]], config_hash: str,
+                  policy_hashes: dict[str, str], code_version: str, include_evidence: bool = False,
+                  require_redistributable: bool = False, format: str = "jsonl",
+                  overwrite: bool = False, created_utc: str | None = None,
+                  dataset_license: str = "CC-BY-4.0", citation: str | None = None) -> Path:
+    """Write a release of ``items`` to ``out_dir`` and return its path.
+
+    Refuses an existing non-empty ``out_dir`` unless ``overwrite``. With
+    ``require_redistributable`` items whose source licence does not allow sharing evidence are
+    left out and listed in ``excluded-items.json`` with the reason. Without
+    ``include_evidence`` evidence references keep their ids, offsets and hashes but not the text.
+    """
+    if format != "jsonl":
+        raise ConfigError(f"release format {format!r} is not supported (only 'jsonl'; the "
+                          "Hugging Face layout needs pyarrow, which arcticqa does not ship)")
+    if not _RELEASE_ID.match(release_id):
+        raise ConfigError(f"release id {release_id!r} must be 1-100 letters, digits, '.', '_' or '-'")
+    target = Path(out_dir).absolute()
+    if target.exists() and not target.is_dir():
+        raise InputError("target exists and is not a folder", path=str(target))
+    if target.is_dir() and any(target.iterdir()) and not overwrite:
+        raise InputError("target folder exists and is not empty (use overwrite)", path=str(target))
+    kept, excluded = _prepare(list(items), include_evidence=include_evidence,
+                              require_redistributable=require_redistributable)
+    abstain = prompt.get("abstention_option_text", ABSTAIN_TEXT)
+    if not isinstance(abstain, str) or not abstain:
+        raise ConfigError("prompt 'abstention_option_text' must be a non-empty string")
+    conditions = build_conditions(kept, abstain_text=abstain)
+    counts = _counts(kept, len(conditions), len(excluded))
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        files: dict[str, bytes] = {
+            "items.jsonl": jsonl_bytes([item_json(it) for it in kept]),
+            "conditions.jsonl": jsonl_bytes([c.model_dump(mode="json") for c in conditions]),
+        }
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        rest: dict[str, bytes] = {
+            "prompt.json": json_bytes(prompt),
+            "excluded-items.json": json_bytes([e.model_dump(mode="json", exclude_none=True)
+                                               for e in excluded]),
+            "funnel.svg": funnel_figure_bytes(funnel, "svg"),
+            "README.md": render_card(
+                release_id=release_id, counts=counts, funnel=funnel, roster=roster,
+                include_evidence=include_evidence, dataset_license=dataset_license,
+                citation=citation, code_version=code_version, config_hash=config_hash,
+                policy_hashes=policy_hashes).encode("utf-8"),
+        }
+        for name, data in rest.items():
+            (tmp / name).write_bytes(data)
+        files |= rest
+        manifest = Manifest(
+            release_id=release_id, format=RELEASE_FORMAT,
+            files={n: hashlib.sha256(files[n]).hexdigest() for n in sorted(files)},
+            counts=counts, created_utc=created_utc, code_version=code_version,
+            config_hash=config_hash, policy_hashes=dict(sorted(policy_hashes.items())),
+            roster={k: list(v) for k, v in sorted(roster.items())},
+            include_evidence=include_evidence, funnel=funnel)
+        (tmp / "MANIFEST.json").write_bytes(json_bytes(manifest.model_dump(mode="json",
+                                                                           exclude_none=True)))
+        for p in tmp.iterdir():
+            p.chmod(0o644)
+        tmp.chmod(0o755)
+        from arcticqa.release.validate import validate_release
+
+        report = validate_release(tmp)
+        if not report.ok:
+            first = report.errors[0]
+            raise StageError(f"export produced an invalid release: {first}")
+        _install(tmp, target, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
