@@ -1,0 +1,1 @@
+"""Full text: PDF acquisition (fetch, ingest), extraction into evidence spans, and a fixture PDF writer."""

@@ -1,0 +1,45 @@
+"""Stage ``extract_text``: one PDF → a :class:`~arcticqa.evidence.Document` of addressable spans.
+
+A plain function with no store and no Prefect: the runner persists the returned Document (its
+``status``, ``message``, text, sections, spans, chunks, warnings and stats). Failures are
+statuses (``encrypted``, ``corrupt``, ``not_pdf``, ``no_text_layer``, ``empty``, ``timeout``,
+``too_many_pages``), never exceptions; only a missing or unreadable file raises. The method
+is described in ``docs/fulltext.md``; the machinery lives in :mod:`arcticqa.text`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from arcticqa.errors import StageError
+from arcticqa.evidence import Document
+from arcticqa.rules import Rejection, rule
+from arcticqa.text.extract import ExtractionLimits, extract_pdf_bytes
+
+__all__ = ["STAGE", "ExtractionLimits", "extract_document", "NOT_EXTRACTED", "rejection_for"]
+
+STAGE = "extract_text"
+
+#: the rule recorded when a paper's PDF yields no usable text (the status names the reason)
+NOT_EXTRACTED = rule("extract_text.not_extracted",
+                     "the PDF could not be turned into evidence text (see the document status)")
+
+
+def extract_document(pdf: Path | bytes, limits: ExtractionLimits | None = None) -> Document:
+    """Extract ``pdf`` (a path or the bytes) into a Document; see the module docstring."""
+    if isinstance(pdf, bytes | bytearray):
+        data = bytes(pdf)
+    else:
+        try:
+            data = Path(pdf).read_bytes()
+        except OSError as exc:
+            raise StageError(f"{pdf}: cannot read PDF: {exc.strerror or exc}") from exc
+    return extract_pdf_bytes(data, limits)
+
+
+def rejection_for(document: Document) -> Rejection | None:
+    """The :class:`~arcticqa.rules.Rejection` for a failed document, or ``None`` when usable."""
+    if document.status == "ok" and document.spans:
+        return None
+    return NOT_EXTRACTED.reject(f"{document.status}: {document.message or 'no evidence spans'}",
+                                status=document.status, sha256=document.sha256)
