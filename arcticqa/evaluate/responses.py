@@ -1,0 +1,222 @@
+"""Scored responses from any source: published ArcticQA v1 files, our store, external runs.
+
+Every report is computed from :class:`ResponseRecord` rows. Reading a published file
+(``responses.csv`` or ``responses.jsonl``) re-derives each outcome from ``raw_response_text``
+and the options the call showed, with the strict parser, and keeps the recorded outcome so
+that disagreements can be reported (:func:`rederivation_disagreements`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from arcticqa.errors import InputError
+from arcticqa.evaluate.outcomes import CONDITIONS, OUTCOMES, ShownOption, score_reply
+
+__all__ = [
+    "ResponseRecord",
+    "Disagreement",
+    "load_published_responses",
+    "record_from_published",
+    "check_unique_cells",
+    "rederivation_disagreements",
+    "model_order",
+]
+
+_LETTERS = "ABCDE"
+_REFUSAL_FINISH = {"refusal", "content_filter", "safety"}
+
+
+@dataclass(frozen=True)
+class ResponseRecord:
+    """One response of the design, scored. ``outcome`` is always the strict parser's."""
+
+    model: str
+    model_label: str
+    item_id: str
+    condition: str
+    trial: int
+    outcome: str
+    lenient_outcome: str
+    cause: str | None = None
+    recorded_outcome: str | None = None
+    recorded_cause: str | None = None
+    raw_response_text: str | None = None
+
+    @property
+    def cell(self) -> tuple[str, str, str, int]:
+        return (self.model, self.item_id, self.condition, self.trial)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A published row whose re-derived outcome differs from the one it records."""
+
+    line: int
+    model: str
+    item_id: str
+    condition: str
+    trial: int
+    recorded: str | None
+    derived: str
+    recorded_cause: str | None
+    derived_cause: str | None
+    no_provider_answer: bool
+
+
+def _failure_of(raw: str | None, finish_reason: str | None) -> Literal["infrastructure", "refusal"] | None:
+    if (finish_reason or "").lower() in _REFUSAL_FINISH:
+        return "refusal"
+    if raw is None or (raw == "" and not finish_reason):
+        # CSV cannot tell null from "": no text and no finish reason means no answer came back.
+        return "infrastructure"
+    return None
+
+
+def record_from_published(row: Mapping[str, Any], options: Sequence[ShownOption], *,
+                          path: str, line: int) -> ResponseRecord:
+    """Score one published row (already split into its shown options)."""
+    for name in ("item_id", "model", "condition", "trial"):
+        if row.get(name) in (None, ""):
+            raise InputError("missing value", path=path, line=line, field=name)
+    condition = str(row["condition"])
+    if condition not in CONDITIONS:
+        raise InputError(f"condition must be one of {', '.join(CONDITIONS)}, not {condition!r}",
+                         path=path, line=line, field="condition")
+    try:
+        trial = int(row["trial"])
+    except (TypeError, ValueError):
+        raise InputError(f"trial must be an integer, not {row['trial']!r}", path=path, line=line,
+                         field="trial") from None
+    raw = row.get("raw_response_text")
+    raw = None if raw is None else str(raw)
+    finish = row.get("finish_reason") or None
+    kinds = {o.kind for o in options}
+    if "abstain" not in kinds or (condition == "answer_present") != ("gold" in kinds):
+        raise InputError(f"the options shown do not fit condition {condition}", path=path, line=line,
+                         field="options")
+    scored = score_reply(condition, options, raw, failure=_failure_of(raw, finish))
+    recorded = row.get("outcome") or None
+    if recorded is not None and recorded not in OUTCOMES:
+        raise InputError(f"unknown outcome {recorded!r}", path=path, line=line, field="outcome")
+    model = str(row["model"])
+    return ResponseRecord(
+        model=model, model_label=str(row.get("model_label") or model), item_id=str(row["item_id"]),
+        condition=condition, trial=trial, outcome=scored.outcome, lenient_outcome=scored.lenient_outcome,
+        cause=scored.cause, recorded_outcome=recorded, recorded_cause=row.get("invalid_cause") or None,
+        raw_response_text=raw,
+    )
+
+
+def _csv_options(row: Mapping[str, Any], *, path: str, line: int) -> list[ShownOption]:
+    gold, abstain = row.get("gold_letter") or None, row.get("abstain_letter") or None
+    if abstain is None:
+        raise InputError("missing value", path=path, line=line, field="abstain_letter")
+    options = []
+    for letter in _LETTERS:
+        text = row.get(f"option_{letter}")
+        if text is None:
+            raise InputError("missing column", path=path, line=line, field=f"option_{letter}")
+        kind: Literal["gold", "distractor", "abstain"] = (
+            "gold" if letter == gold else "abstain" if letter == abstain else "distractor")
+        options.append(ShownOption(letter, kind, text))
+    return options
+
+
+def _jsonl_options(row: Mapping[str, Any], *, path: str, line: int) -> list[ShownOption]:
+    raw_options = row.get("options")
+    if not isinstance(raw_options, list) or not raw_options:
+        raise InputError("expected a list of shown options", path=path, line=line, field="options")
+    options = []
+    for i, o in enumerate(raw_options):
+        if not isinstance(o, dict) or o.get("kind") not in ("gold", "distractor", "abstain") or not o.get("letter"):
+            raise InputError("each option needs letter, kind (gold|distractor|abstain) and text",
+                             path=path, line=line, field=f"options[{i}]")
+        options.append(ShownOption(str(o["letter"]), o["kind"], str(o.get("text", "")),
+                                   str(o.get("option_id", ""))))
+    return options
+
+
+def _iter_published_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], list[ShownOption]]]:
+    name = str(path)
+    if path.suffix == ".csv":
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = {"item_id", "model", "condition", "trial", "raw_response_text"} - set(reader.fieldnames or [])
+            if missing:
+                raise InputError("missing column", path=name, line=1, field=sorted(missing)[0])
+            for row in reader:
+                # reader.line_num is the physical line where the record ends (multi-line replies).
+                yield reader.line_num, row, _csv_options(row, path=name, line=reader.line_num)
+        return
+    with path.open(encoding="utf-8") as handle:
+        for line_no, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"invalid JSON: {exc.msg}", path=name, line=line_no) from None
+            if not isinstance(row, dict):
+                raise InputError("expected a JSON object", path=name, line=line_no)
+            yield line_no, row, _jsonl_options(row, path=name, line=line_no)
+
+
+def load_published_responses(path: Path | str) -> tuple[list[ResponseRecord], list[int]]:
+    """Read and re-score a published ``responses.csv``/``responses.jsonl``; also the line of each row."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=str(path))
+    if path.suffix not in (".csv", ".jsonl"):
+        raise InputError("expected a .csv or .jsonl responses file", path=str(path))
+    records: list[ResponseRecord] = []
+    lines: list[int] = []
+    for line_no, row, options in _iter_published_rows(path):
+        records.append(record_from_published(row, options, path=str(path), line=line_no))
+        lines.append(line_no)
+    if not records:
+        raise InputError("no responses in file", path=str(path))
+    check_unique_cells(records, lines, path=str(path))
+    return records, lines
+
+
+def check_unique_cells(records: Sequence[ResponseRecord], lines: Sequence[int] | None = None, *,
+                       path: str | None = None) -> None:
+    """A design cell (model, item, condition, trial) may hold only one response."""
+    seen: dict[tuple[str, str, str, int], int] = {}
+    for i, record in enumerate(records):
+        line = lines[i] if lines is not None else i + 1
+        first = seen.setdefault(record.cell, line)
+        if first != line:
+            raise InputError(f"second response for model {record.model}, item {record.item_id}, "
+                             f"{record.condition}, trial {record.trial} (first at line {first})",
+                             path=path, line=line)
+
+
+def rederivation_disagreements(records: Sequence[ResponseRecord], lines: Sequence[int]) -> list[Disagreement]:
+    """Rows whose strict re-derivation differs from the recorded outcome or cause."""
+    found = []
+    for record, line in zip(records, lines, strict=True):
+        if record.recorded_outcome is None:
+            continue
+        cause_differs = record.recorded_cause is not None and record.recorded_cause != record.cause
+        if record.recorded_outcome != record.outcome or cause_differs:
+            found.append(Disagreement(
+                line=line, model=record.model, item_id=record.item_id, condition=record.condition,
+                trial=record.trial, recorded=record.recorded_outcome, derived=record.outcome,
+                recorded_cause=record.recorded_cause, derived_cause=record.cause,
+                no_provider_answer=record.raw_response_text in (None, "")))
+    return found
+
+
+def model_order(records: Iterable[ResponseRecord]) -> tuple[list[str], dict[str, str]]:
+    """Models in order of first appearance, and each model's label."""
+    labels: dict[str, str] = {}
+    for record in records:
+        labels.setdefault(record.model, record.model_label)
+    return list(labels), labels

@@ -1,0 +1,89 @@
+"""Prefect flow ``evaluate-arcticabstain``: the ArcticAbstain runner with one task per model.
+
+Coarse on purpose: a Prefect task run costs ~35-40 ms of server CPU, so a task wraps a whole
+model's calls (:func:`arcticqa.evaluate.runner.run_model`), never one call. The models run
+concurrently; a final task writes the report when ``out_dir`` is given. The CLI's
+``arcticqa evaluate run`` runs the same runner without Prefect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+
+from arcticqa.errors import ConfigError, StageError
+
+__all__ = ["evaluate_arcticabstain", "evaluate_model", "write_evaluation_report"]
+
+
+@task(name="evaluate-model", retries=0)
+async def evaluate_model(items_path: str, model: dict[str, Any], *, db_url: str, trials: int, eval_set: str,
+                         prompt_path: str | None, resume: bool, run_id: str, position: int = 0) -> dict[str, Any]:
+    """Every call of one model (no task retries: the protocol forbids asking a cell again)."""
+    from arcticqa.evaluate.conditions import load_items, load_prompt
+    from arcticqa.evaluate.runner import run_model
+    from arcticqa.evaluate.settings import EvalModel
+    from arcticqa.store.db import make_engine
+
+    result = await run_model(load_items(items_path), EvalModel(**model), make_engine(db_url), trials=trials,
+                             prompt=load_prompt(prompt_path), eval_set=eval_set, resume=resume, run_id=run_id,
+                             position=position)
+    return {"model": model["label"], "planned": result.planned, "skipped": result.skipped,
+            "recorded": result.recorded, "elapsed_s": result.elapsed_s,
+            "outcomes": dict(result.outcomes.get(model["label"], {}))}
+
+
+@task(name="write-evaluation-report")
+def write_evaluation_report(db_url: str, out_dir: str, models: list[str]) -> str:
+    from arcticqa.evaluate.records import load_store_responses
+    from arcticqa.evaluate.report import build_report, write_report
+    from arcticqa.store.db import make_engine
+
+    records = load_store_responses(make_engine(db_url), models=models)
+    report = build_report(records, source=db_url, models=models)
+    return str(write_report(report, Path(out_dir)).out_dir)
+
+
+@flow(name="evaluate-arcticabstain")
+async def evaluate_arcticabstain(config_path: str, items_path: str | None = None, db_url: str | None = None,
+                                 trials: int | None = None, resume: bool = False,
+                                 out_dir: str | None = None) -> dict[str, Any]:
+    """Run every ``[[evaluate.models]]`` entry of ``config_path`` on the items; optionally report."""
+    import uuid
+
+    from arcticqa.evaluate.conditions import load_items, load_prompt
+    from arcticqa.evaluate.records import completed_cells, ensure_tables
+    from arcticqa.evaluate.runner import plan_calls
+    from arcticqa.evaluate.settings import load_evaluate_settings
+    from arcticqa.store.db import make_engine
+
+    settings = load_evaluate_settings(config_path)
+    items_file = items_path or (str(settings.items) if settings.items else None)
+    if items_file is None:
+        raise ConfigError("give items_path or set [evaluate] items")
+    if not settings.models:
+        raise ConfigError(f"{config_path}: no [[evaluate.models]]")
+    url = db_url or settings.db_url
+    n_trials = trials or settings.trials
+    engine = make_engine(url)
+    ensure_tables(engine)
+    if not resume:
+        items, prompt = load_items(items_file), load_prompt(settings.prompt)
+        for m in settings.models:
+            calls = plan_calls(items, m, prompt, trials=n_trials, eval_set=settings.eval_set)
+            done = completed_cells(engine, {c.eval_set for c in calls})
+            if any((c.eval_set, m.label, c.item.item_id, c.condition, c.trial) in done for c in calls):
+                raise StageError(f"model {m.label}: cells already recorded; run with resume=True")
+    run_id = uuid.uuid4().hex[:12]
+    results = await asyncio.gather(*(
+        evaluate_model(items_file, m.model_dump(mode="json"), db_url=url, trials=n_trials,
+                       eval_set=settings.eval_set, prompt_path=str(settings.prompt) if settings.prompt else None,
+                       resume=resume, run_id=run_id, position=i)
+        for i, m in enumerate(settings.models)))
+    summary: dict[str, Any] = {"run_id": run_id, "models": results}
+    if out_dir:
+        summary["report"] = write_evaluation_report(url, out_dir, [m.label for m in settings.models])
+    return summary

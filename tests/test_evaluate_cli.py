@@ -1,0 +1,98 @@
+"""`arcticqa evaluate score|report` from the command line: external runs, bad input, unknown protocols."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arcticqa.cli.app import app
+
+runner = CliRunner()
+
+
+def _text(output: str) -> str:
+    """The output with rich's line wrapping undone."""
+    return " ".join(output.split())
+
+
+def test_score_external_run_matches_published_counts(arcticqa_v1: Path, tmp_path: Path) -> None:
+    # Re-shape the published responses into the external format, dropping the zero-width space and
+    # the kinds, so every option's kind must be recovered from items.jsonl.
+    external = tmp_path / "external.jsonl"
+    with (arcticqa_v1 / "responses.csv").open(encoding="utf-8", newline="") as src, external.open("w") as dst:
+        for row in csv.DictReader(src):
+            options = {L: row[f"option_{L}"].replace("\u200b", "") for L in "ABCDE"}
+            raw = row["raw_response_text"] or None
+            dst.write(json.dumps({"question_id": row["item_id"], "model": row["model"],
+                                  "model_label": row["model_label"], "condition": row["condition"],
+                                  "trial": int(row["trial"]), "options": options, "raw_response_text": raw,
+                                  "finish_reason": row["finish_reason"] or None}) + "\n")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["evaluate", "score", "--protocol", "arcticabstain", "--items",
+                                 str(arcticqa_v1 / "items.jsonl"), "--responses", str(external), "--out", str(out),
+                                 "--resamples", "200", "--draws", "200", "--no-figure"])
+    assert result.exit_code == 0, result.output
+    assert (out / "outcome-counts.csv").read_text() == (arcticqa_v1 / "results" / "outcome-counts.csv").read_text()
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+ITEM = {"item_id": "q1", "question": "Q?", "question_context": "", "gold_answer": "g",
+        "distractors": [{"rank": r, "text": f"d{r}"} for r in range(4)]}
+
+
+def test_score_bad_line_names_file_line_and_field(tmp_path: Path) -> None:
+    items = _write(tmp_path / "items.jsonl", [ITEM])
+    good = {"item_id": "q1", "condition": "answer_absent", "trial": 1,
+            "options": {"A": "d0", "B": "d1", "C": "d2", "D": "d3", "E": "I abstain from answering"},
+            "raw_response_text": "E"}
+    responses = _write(tmp_path / "r.jsonl", [good, good | {"condition": "answer_maybe"}])
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["evaluate", "score", "--protocol", "arcticabstain", "--items", str(items),
+                                 "--responses", str(responses), "--out", str(out)])
+    assert result.exit_code == 2
+    assert "r.jsonl:2:" in _text(result.output) and "'condition'" in _text(result.output)
+    assert not out.exists()
+
+
+def test_score_duplicate_cell_is_refused(tmp_path: Path) -> None:
+    items = _write(tmp_path / "items.jsonl", [ITEM])
+    row = {"item_id": "q1", "condition": "answer_present", "trial": 1,
+           "options": [{"letter": L, "text": t} for L, t in zip("ABCDE", ["g", "d0", "d1", "d2",
+                                                                           "I abstain from answering"], strict=True)],
+           "raw_response_text": "A"}
+    responses = _write(tmp_path / "r.jsonl", [row, row])
+    result = runner.invoke(app, ["evaluate", "score", "--protocol", "arcticabstain", "--items", str(items),
+                                 "--responses", str(responses), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "second response" in _text(result.output)
+
+
+@pytest.mark.parametrize("protocol", ["abstainqa", "know2guess", "nonsense"])
+def test_other_protocols_give_a_clear_error(tmp_path: Path, protocol: str) -> None:
+    result = runner.invoke(app, ["evaluate", "score", "--protocol", protocol, "--items", "i.jsonl",
+                                 "--responses", "r.jsonl", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert protocol in _text(result.output)
+
+
+def test_report_from_store_after_policies(tmp_path: Path) -> None:
+    items = _write(tmp_path / "items.jsonl", [ITEM | {"item_id": f"q{i}", "question": f"Q{i}?"} for i in range(6)])
+    out = tmp_path / "rep"
+    db = tmp_path / "e.db"
+    result = runner.invoke(app, ["evaluate", "policies", "--items", str(items), "--out", str(out), "--db", str(db),
+                                 "--trials", "1"])
+    assert result.exit_code == 0, result.output
+    counts = {r["model_id"]: r for r in csv.DictReader((out / "outcome-counts.csv").open())}
+    assert list(counts) == ["always-abstain", "first-option", "random", "oracle"]
+    assert counts["oracle"]["N1"] == "6" and counts["oracle"]["N5"] == "6"
+    assert (out / "figure-1.png").stat().st_size > 0 and (out / "figure-1.svg").exists()
+    again = runner.invoke(app, ["evaluate", "report", "--db", str(db), "--out", str(tmp_path / "rep2"), "--no-figure"])
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "rep2" / "outcome-counts.csv").read_text() == (out / "outcome-counts.csv").read_text()
