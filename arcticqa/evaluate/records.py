@@ -2,8 +2,8 @@
 
 One ``eval_response`` row per cell of the design (eval set, model, item, condition, trial);
 the unique constraint makes a duplicate impossible, and inserts ignore a cell that is already
-there, so a resumed or repeated run never records a cell twice. Tables are created with
-``create_all`` for now (:func:`ensure_tables`); the lead folds them into the migrations.
+there, so a resumed or repeated run never records a cell twice. The store's Alembic
+migrations (revision 0002) create the table; :func:`ensure_tables` migrates.
 """
 
 from __future__ import annotations
@@ -73,7 +73,10 @@ EVAL_TABLES = [EvalResponseRow.__table__]  # type: ignore[attr-defined]
 
 
 def ensure_tables(engine: Engine) -> None:
-    SQLModel.metadata.create_all(engine, tables=EVAL_TABLES)
+    """Migrate the store behind ``engine`` (the evaluator tables are part of its schema)."""
+    from arcticqa.store.store import migrate_engine
+
+    migrate_engine(engine)
 
 
 def insert_responses(engine: Engine, rows: Sequence[dict[str, Any]]) -> int:

@@ -43,7 +43,7 @@ from arcticqa.store.tables import (
     utcnow,
 )
 
-__all__ = ["Store", "open_store", "input_hash", "MIGRATIONS_DIR"]
+__all__ = ["Store", "open_store", "input_hash", "migrate_engine", "MIGRATIONS_DIR"]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
@@ -63,6 +63,19 @@ def _alembic_config(engine: Engine) -> Config:
     return cfg
 
 
+def migrate_engine(engine: Engine) -> None:
+    """Bring the schema behind ``engine`` to the code's head revision (Alembic)."""
+    cfg = _alembic_config(engine)
+    try:
+        with engine.connect() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+            conn.commit()
+    except Exception as exc:  # noqa: BLE001 - reported as a store error with the URL
+        url = engine.url.render_as_string(hide_password=True)
+        raise StoreError(f"cannot migrate the store at {url}: {exc}") from exc
+
+
 class Store:
     """Open with :func:`open_store`. Methods are synchronous and short; call them from async
     code freely (each is one small transaction)."""
@@ -75,14 +88,7 @@ class Store:
 
     # -- schema -------------------------------------------------------------------------------
     def migrate(self) -> None:
-        cfg = _alembic_config(self.engine)
-        try:
-            with self.engine.connect() as conn:
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-                conn.commit()
-        except Exception as exc:  # noqa: BLE001 - reported as a store error with the URL
-            raise StoreError(f"cannot migrate the store at {self._safe_url()}: {exc}") from exc
+        migrate_engine(self.engine)
 
     def schema_version(self) -> tuple[str | None, str | None]:
         """(the store's revision, the code's head revision)."""
