@@ -1,0 +1,146 @@
+"""Verification: a deterministic answer matcher first, then the ``verifier`` role.
+
+The matcher compares the blind reconstruction with the gold answer (normalised text, numbers
+with unit conversion and stated precision, direction antonyms). It decides ``match`` or
+``mismatch`` when it can; only an ``undecided`` pair is left to the verifier's equivalence
+judgement, and that path is labelled ``model`` (lower confidence). The verifier also judges
+entailment, scope and claim type, context sufficiency and defensible alternatives.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from arcticqa.gates.direction import is_direction_reversal
+from arcticqa.gates.distractors import options_equivalent
+from arcticqa.gates.numbers import numeric_within_tolerance
+from arcticqa.llm.types import RoleClient
+from arcticqa.rules import Rejection, rule
+from arcticqa.stages.findings import ClaimType, Finding, Provenance, span_payload
+from arcticqa.stages.question import QuestionDraft
+from arcticqa.stages.reconstruct import Reconstruction
+
+__all__ = [
+    "VERIFY_PROMPT",
+    "MatchDecision",
+    "Verdict",
+    "VerifyResult",
+    "RECONSTRUCT_MISMATCH",
+    "NOT_ENTAILED",
+    "CAUSAL_OVERCLAIM",
+    "SCOPE_CHANGED",
+    "CONTEXT_INSUFFICIENT",
+    "CONTEXT_DISCLOSES",
+    "DEFENSIBLE_ALTERNATIVE",
+    "match_answers",
+    "verify",
+]
+
+VERIFY_PROMPT = "verifier/v1"
+
+RECONSTRUCT_MISMATCH = rule("reconstruct.mismatch", "the blind reconstruction does not give the answer")
+NOT_ENTAILED = rule("verify.not_entailed", "the cited evidence does not entail the answer")
+CAUSAL_OVERCLAIM = rule("verify.causal_overclaim", "the question asks for a cause the finding does not claim")
+SCOPE_CHANGED = rule("verify.scope_changed", "the question changes the finding's scope")
+CONTEXT_INSUFFICIENT = rule("verify.context_insufficient",
+                            "the question and context do not fix a single answer")
+CONTEXT_DISCLOSES = rule("verify.context_discloses_answer", "the context discloses the answer")
+DEFENSIBLE_ALTERNATIVE = rule("verify.defensible_alternative",
+                              "another answer is defensible from the evidence")
+
+MatchDecision = Literal["match", "mismatch", "undecided"]
+
+
+class Verdict(BaseModel):
+    """The verifier's output."""
+
+    answers_equivalent: bool | None = Field(
+        default=None, description="only when asked: does the reconstruction mean the gold answer?")
+    entailed: bool = Field(description="the cited evidence entails the gold answer to this question")
+    entailment_span_ids: list[str] = Field(default_factory=list)
+    scope_preserved: bool = True
+    question_claim_type: ClaimType = Field(description="the kind of claim the question asks about")
+    context_sufficient: bool = True
+    context_discloses_answer: bool = False
+    defensible_alternatives: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
+class VerifyResult(BaseModel):
+    subject: str
+    match: MatchDecision  # the deterministic matcher's decision
+    match_confidence: Literal["deterministic", "model"]
+    verdict: Verdict
+    rejections: list[Rejection] = Field(default_factory=list)
+    provenance: Provenance
+
+    @property
+    def ok(self) -> bool:
+        return not self.rejections
+
+
+def match_answers(gold: str, reconstructed: str) -> MatchDecision:
+    """Deterministic matcher: ``match`` / ``mismatch`` when provable, else ``undecided``."""
+    if options_equivalent(gold, reconstructed):
+        return "match"
+    if is_direction_reversal(gold, reconstructed) is True:
+        return "mismatch"
+    within = numeric_within_tolerance(gold, reconstructed)
+    if within is False:
+        return "mismatch"
+    if within is True and is_direction_reversal(gold, reconstructed) is None:
+        return "match"
+    return "undecided"
+
+
+async def verify(finding: Finding, draft: QuestionDraft, reconstruction: Reconstruction, llm: RoleClient,
+                 *, subject: str) -> VerifyResult:
+    """Run the matcher and the ``verifier`` role; every failed check becomes a rejection."""
+    decision = match_answers(finding.answer, reconstruction.answer)
+    variables = {
+        "question": draft.question,
+        "question_context": draft.question_context,
+        "answer": finding.answer,
+        "finding": {"claim": finding.claim, "claim_type": finding.claim_type, "scope": finding.scope.values(),
+                    "answer_type": finding.answer_type, "unit": finding.unit},
+        "spans": span_payload(finding.all_spans),
+        "reconstruction": reconstruction.model_dump(),
+        "judge_equivalence": decision == "undecided",
+    }
+    reply = await llm.ask("verifier", VERIFY_PROMPT, variables, Verdict, subject=subject)
+    verdict = reply.output
+    rejections: list[Rejection] = []
+    confidence: Literal["deterministic", "model"] = "deterministic"
+    if decision == "mismatch":
+        rejections.append(RECONSTRUCT_MISMATCH.reject(
+            f"the blind reconstruction answered {reconstruction.answer!r}, not {finding.answer!r}",
+            reconstructed=reconstruction.answer, answer=finding.answer, decided_by="matcher"))
+    elif decision == "undecided":
+        confidence = "model"
+        if verdict.answers_equivalent is not True:
+            rejections.append(RECONSTRUCT_MISMATCH.reject(
+                f"the verifier did not judge {reconstruction.answer!r} equivalent to {finding.answer!r}",
+                reconstructed=reconstruction.answer, answer=finding.answer, decided_by="verifier"))
+    if not verdict.entailed:
+        rejections.append(NOT_ENTAILED.reject(verdict.reason or None, answer=finding.answer))
+    asked_causal = "causal" in (verdict.question_claim_type, reconstruction.claim_type)
+    if asked_causal and finding.claim_type != "causal":
+        rejections.append(CAUSAL_OVERCLAIM.reject(
+            f"the question is read as causal but the finding is {finding.claim_type}",
+            finding_claim_type=finding.claim_type, question_claim_type=verdict.question_claim_type,
+            reconstruction_claim_type=reconstruction.claim_type))
+    if not verdict.scope_preserved:
+        rejections.append(SCOPE_CHANGED.reject(verdict.reason or None, scope=finding.scope.values()))
+    if not verdict.context_sufficient:
+        rejections.append(CONTEXT_INSUFFICIENT.reject(verdict.reason or None))
+    if verdict.context_discloses_answer:
+        rejections.append(CONTEXT_DISCLOSES.reject(verdict.reason or None))
+    alternatives = [a for a in verdict.defensible_alternatives if not options_equivalent(a, finding.answer)]
+    if alternatives:
+        rejections.append(DEFENSIBLE_ALTERNATIVE.reject(
+            f"defensible alternative answers: {alternatives}", alternatives=alternatives,
+            reconstruction_alternatives=reconstruction.alternatives))
+    return VerifyResult(subject=subject, match=decision, match_confidence=confidence, verdict=verdict,
+                        rejections=rejections, provenance=Provenance.of(reply))
