@@ -105,6 +105,9 @@ class BuildSettings(BaseModel):
     max_revisions: int = Field(1, ge=0)
     items_per_family: int = Field(1, ge=1)
     seed: str = "arcticqa-v1"
+    #: when the site_extractor role is asked: only when the free deterministic sources leave the
+    #: decision at needs_review (cheap first), always, or never
+    site_extractor: Literal["when_undecided", "always", "never"] = "when_undecided"
 
 
 class DiscoverySettings(BaseModel):

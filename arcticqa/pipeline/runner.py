@@ -28,6 +28,7 @@ from arcticqa.llm.gateway import Gateway
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
 from arcticqa.store.store import Store, input_hash, open_store
+from arcticqa.store.tables import EVIDENCE_TABLES
 
 __all__ = [
     "StageResult",
@@ -181,13 +182,27 @@ class StoreStepRunner:
             store.finish_run(run, status="failed", error=exc)
             raise
         rejections: list[Rejection] = list(getattr(result, "rejections", []) or [])
-        status: Literal["succeeded", "rejected"] = "rejected" if rejections and not getattr(
-            result, "passed", not rejections) else "succeeded"
-        from arcticqa.store.tables import EVIDENCE_TABLES
-
-        table = EVIDENCE_TABLES.get(stage)
-        evidence = [table(payload=result.model_dump(mode="json"))] if table is not None and \
-            "payload" in table.model_fields and stage != "accept" else []
+        status: Literal["succeeded", "rejected"] = "succeeded" if _step_ok(result) else "rejected"
+        # accepted items are written once, by the stage that owns the whole construction
+        table = EVIDENCE_TABLES.get(stage) if stage != "accept" else None
+        evidence = [table(stage_run_id=0, paper_id=self.paper_id, payload=result.model_dump(mode="json"))] \
+            if table is not None else []
+        provenance = getattr(result, "provenance", None)
         store.finish_run(run, status=status, output=result, rejections=rejections, evidence=evidence,
-                         prompt_version=getattr(result, "prompt_version", None))
+                         prompt_version=getattr(provenance, "prompt_version", None))
         return result
+
+
+def _step_ok(result: BaseModel) -> bool:
+    """Whether a construction step produced something the next step can use."""
+    if hasattr(result, "ok"):
+        return bool(result.ok)
+    if hasattr(result, "item"):  # accept
+        return result.item is not None
+    if hasattr(result, "findings"):  # findings: some candidates survived their gates
+        return bool(result.findings)
+    if hasattr(result, "admitted"):  # option checks: some options were admitted
+        return bool(result.admitted)
+    if hasattr(result, "kept"):  # distractors: some candidates passed the free gates
+        return bool(result.kept)
+    return not getattr(result, "rejections", None)

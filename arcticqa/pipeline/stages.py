@@ -12,15 +12,24 @@ from typing import Any
 
 from arcticqa.errors import ConfigError, StageError
 from arcticqa.papers import PaperRecord
-from arcticqa.pipeline.runner import BuildContext, StageResult, StageSpec
+from arcticqa.pipeline.runner import BuildContext, StageResult, StageSpec, StoreStepRunner
+from arcticqa.rules import rule
 from arcticqa.sources import resolve_local_pdf
 from arcticqa.stages import extract_text as extract_stage
 from arcticqa.stages import fetch_fulltext as fetch_stage
+from arcticqa.stages.construct import ConstructionOptions, construct_items
 from arcticqa.stages.discover import (
     DiscoveryOptions,
     deduplicate,
     discover,
     load_queries,
+)
+from arcticqa.stages.eligibility import (
+    EligibilityPolicy,
+    decide_eligibility,
+    extract_sites_llm,
+    find_sites,
+    load_eligibility_policy,
 )
 from arcticqa.stages.prefilter import (
     MetadataPolicy,
@@ -29,7 +38,7 @@ from arcticqa.stages.prefilter import (
     server_filters_from_policy,
 )
 from arcticqa.store.discovery import StoreCheckpoint
-from arcticqa.store.tables import FetchRow, ScreeningDecision
+from arcticqa.store.tables import FetchRow, ItemRow, ScreeningDecision
 from arcticqa.text.extract import ExtractionLimits
 from arcticqa.text.fetch import pdf_cache_dir
 
@@ -144,8 +153,80 @@ async def _extract(ctx: BuildContext, pid: str) -> StageResult:
                        rejections=[rejection] if rejection else [], document=document)
 
 
+# -- geographic eligibility ----------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _eligibility_policy(path: Path | None) -> EligibilityPolicy:
+    return load_eligibility_policy(path)
+
+
+def _eligibility_inputs(ctx: BuildContext, pid: str) -> Any:
+    run = ctx.store.latest_run(pid, "extract_text")
+    return {"paper": _paper(ctx, pid), "document": run.output.get("sha256") if run and run.output else None,
+            "policy": _eligibility_policy(ctx.settings.policies.eligibility).model_dump(mode="json"),
+            "site_extractor": ctx.settings.build.site_extractor}
+
+
+async def _eligibility(ctx: BuildContext, pid: str) -> StageResult:
+    paper = _paper(ctx, pid)
+    document = ctx.store.get_document(pid)
+    policy = _eligibility_policy(ctx.settings.policies.eligibility)
+    sites = find_sites(document, paper, policy)
+    decision = decide_eligibility(paper, sites, policy, document=document)
+    when = ctx.settings.build.site_extractor
+    prompt_version = None
+    if when == "always" or (when == "when_undecided" and decision.decision == "needs_review"):
+        extraction = await extract_sites_llm(document, paper, ctx.llm, policy)
+        prompt_version = extraction.provenance.get("prompt_version")
+        decision = decide_eligibility(paper, [*sites, *extraction.sites], policy, document=document,
+                                      warnings=extraction.rejections)
+    row = ScreeningDecision(stage="eligibility", decision=decision.decision, rule_ids=decision.rule_ids,
+                            policy_hash=decision.policy_sha256, payload=decision.model_dump(mode="json"),
+                            stage_run_id=0, paper_id=pid)
+    return StageResult(status="succeeded" if decision.decision == "eligible" else "rejected",
+                       output=decision, rejections=list(decision.rejections), evidence=[row],
+                       prompt_version=prompt_version)
+
+
+# -- item construction ------------------------------------------------------------------------------
+NO_ITEM = rule("construct.no_item", "no candidate finding of the paper yielded an accepted item")
+FAMILY_HAS_ITEM = rule("construct.family_has_item",
+                       "another paper of the same paper family already has an accepted item")
+
+
+def _construct_inputs(ctx: BuildContext, pid: str) -> Any:
+    run = ctx.store.latest_run(pid, "extract_text")  # eligibility only gates; the text is the input
+    return {"document": run.output.get("sha256") if run and run.output else None,
+            "options": ConstructionOptions.from_settings(ctx.settings.build)}
+
+
+async def _construct(ctx: BuildContext, pid: str) -> StageResult:
+    paper = _paper(ctx, pid)
+    row = ctx.store.paper_row(pid)
+    family = row.family_id if row is not None else None
+    options = ConstructionOptions.from_settings(ctx.settings.build)
+    taken = ctx.store.family_items(family) if family else []
+    if len(taken) >= ctx.settings.build.items_per_family:
+        return StageResult(status="rejected", output={"items": []},
+                           rejections=[FAMILY_HAS_ITEM.reject(family_id=family, items=taken)])
+    document = ctx.store.get_document(pid)
+    if document is None:
+        raise StageError(f"paper {pid} has no extracted document")
+    result = await construct_items(paper, document, ctx.llm, options, step=StoreStepRunner(ctx, pid))
+    items = [ItemRow(item_id=item.item_id, family_id=family, payload=item.model_dump(mode="json"),
+                     stage_run_id=0, paper_id=pid) for item in result.items]
+    summary = {"items": [i.item_id for i in result.items],
+               "steps": [s.model_dump(mode="json") for s in result.steps]}
+    if not items:
+        rules_seen = sorted({r for s in result.steps for r in s.rule_ids})
+        return StageResult(status="rejected", output=summary,
+                           rejections=[NO_ITEM.reject(rule_ids=rules_seen, steps=len(result.steps))])
+    return StageResult(status="succeeded", output=summary, evidence=list(items))
+
+
 BUILD_STAGES: list[StageSpec] = [
     StageSpec("prefilter", _prefilter, _prefilter_inputs, after=None),
     StageSpec("fetch_fulltext", _fetch, _fetch_inputs, after="prefilter"),
     StageSpec("extract_text", _extract, _extract_inputs, after="fetch_fulltext"),
+    StageSpec("eligibility", _eligibility, _eligibility_inputs, after="extract_text"),
+    StageSpec("construct", _construct, _construct_inputs, after="eligibility"),
 ]

@@ -34,6 +34,7 @@ from arcticqa.store.db import make_engine, read_session, write_session
 from arcticqa.store.tables import (
     DiscoveryPage,
     DocumentRow,
+    ItemRow,
     LLMCall,
     Paper,
     RawRecord,
@@ -144,6 +145,16 @@ class Store:
             row = s.exec(select(DocumentRow).where(DocumentRow.paper_id == paper_id)
                          .order_by(col(DocumentRow.id).desc())).first()
             return Document.model_validate(row.payload) if row and row.payload else None
+
+    def family_items(self, family_id: str) -> list[str]:
+        """Item ids already accepted for a paper family."""
+        with read_session(self.engine) as s:
+            return list(s.exec(select(ItemRow.item_id).where(ItemRow.family_id == family_id)
+                               .order_by(col(ItemRow.item_id))).all())
+
+    def items(self) -> list[ItemRow]:
+        with read_session(self.engine) as s:
+            return list(s.exec(select(ItemRow).order_by(col(ItemRow.item_id))).all())
 
     # -- discovery checkpoint -------------------------------------------------------------------
     def discovery_pages(self, source: str, query: str) -> list[DiscoveryPage]:

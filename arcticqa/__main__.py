@@ -1,0 +1,5 @@
+"""``python -m arcticqa`` runs the command line."""
+
+from arcticqa.cli import main
+
+main()

@@ -1,0 +1,200 @@
+"""The build end to end: every stage, resume after kill -9, idempotence, a failing model, secrets.
+
+Papers are real PDFs rendered by the tests; the models are a prompt-reading stand-in behind the
+OpenAI-compatible loopback server, reached through the real openai + instructor path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import select
+
+from arcticqa.config import load_settings
+from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.pipeline.build import run_build
+from arcticqa.pipeline.runner import open_build_context
+from arcticqa.store.db import read_session
+from arcticqa.store.store import Store
+from arcticqa.store.tables import (
+    DocumentRow,
+    FetchRow,
+    FindingRow,
+    ItemRow,
+    QuestionRow,
+    ReconstructionRow,
+    ScreeningDecision,
+    SpanRow,
+    StageRun,
+    VerificationRow,
+)
+from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
+
+SECRET = "sk-test-SECRET-build-4b1d"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARCTICQA_TEST_KEY", SECRET)
+
+
+def _build(config: Path, *, resume: bool = False) -> dict[str, Any]:
+    settings = load_settings(config)
+
+    async def go() -> dict[str, Any]:
+        async with open_build_context(settings) as ctx:
+            summary = await run_build(ctx, discover=not resume)
+            ctx.store.close()
+            return summary.model_dump(mode="json")
+
+    return asyncio.run(go())
+
+
+def _cli(config: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
+    env = {**os.environ, "ARCTICQA_TEST_KEY": SECRET, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1"}
+    return subprocess.Popen([sys.executable, "-m", "arcticqa", *args, "-c", str(config)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO, **kw)
+
+
+def _items(store: Store) -> list[dict[str, Any]]:
+    return sorted((dict(row.payload or {}) for row in store.items()), key=lambda p: p["item_id"])
+
+
+def _chat_requests(server: FakeOpenAIServer) -> list[str]:
+    return [json.dumps(r.body["messages"], sort_keys=True) for r in server.requests]
+
+
+def test_build_records_every_stage_and_model_call(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus")
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
+        summary = _build(config)
+    assert summary["stages"]["construct"] == {"succeeded": 3}
+    store = Store(load_settings(config).store.url)
+    with read_session(store.engine) as s:
+        for table in (ScreeningDecision, FetchRow, DocumentRow, SpanRow, FindingRow, QuestionRow,
+                      ReconstructionRow, VerificationRow, ItemRow):
+            assert s.exec(select(table)).first() is not None, table.__tablename__
+        stages = {r.stage for r in s.exec(select(StageRun)).all()}
+    assert {"prefilter", "fetch_fulltext", "extract_text", "eligibility", "construct", "findings",
+            "question", "reconstruct", "verify", "distractors", "option_check", "accept"} <= stages
+    calls = store.llm_calls()
+    assert {c.role for c in calls} >= {"finding_extractor", "question_writer", "reconstructor", "verifier",
+                                       "distractor_writer"}
+    assert all(c.prompt_version and c.request and c.raw_response for c in calls)
+    items = _items(store)
+    assert len(items) == 3
+    assert all(len(i["distractors"]) == 4 for i in items)
+
+
+def test_second_build_sends_no_requests_and_adds_no_rows(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus")
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
+        _build(config)
+        sent = len(srv.requests)
+        store = Store(load_settings(config).store.url)
+        with read_session(store.engine) as s:
+            before = {t.__tablename__: len(s.exec(select(t)).all()) for t in (StageRun, ItemRow, SpanRow)}
+        summary = _build(config)
+        assert len(srv.requests) == sent
+    with read_session(store.engine) as s:
+        after = {t.__tablename__: len(s.exec(select(t)).all()) for t in (StageRun, ItemRow, SpanRow)}
+    assert after == before
+    assert summary["stages"]["construct"] == {"skipped": 3}
+    assert len(store.llm_calls()) == sent
+
+
+def test_failing_model_marks_the_stage_failed_and_resume_completes_it(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus")
+    model = ScriptedModel()
+    model.fail_when, model.failing = "Fram Strait", True
+    with FakeOpenAIServer(model) as srv:
+        config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
+        summary = _build(config)
+        assert summary["stages"]["construct"] == {"succeeded": 2, "failed": 1}
+        store = Store(load_settings(config).store.url)
+        failed = store.runs(stage="construct", status="failed")
+        assert len(failed) == 1 and failed[0].error_class == "LLMTransportError"
+        assert "500" in (failed[0].error_message or "")
+        model.failing = False  # the endpoint recovers
+        done = _cli(config, "resume", "--orchestrator", "local")
+        out, _ = done.communicate(timeout=120)
+        assert done.returncode == 0, out
+    assert {r.status for r in store.runs(stage="construct")} == {"succeeded"}
+    assert len(_items(store)) == 3
+
+
+def test_kill_minus_nine_then_resume_equals_an_uninterrupted_build(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus")
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
+        _build(reference)
+        expected = _items(Store(load_settings(reference).store.url))
+
+    with FakeOpenAIServer(ScriptedModel(), latency=0.25) as srv:
+        work = tmp_path / "killed"
+        work.mkdir()
+        config = write_config(work, base_url=srv.base_url, corpus=corpus)
+        proc = _cli(config, "build", "--orchestrator", "local")
+        deadline = time.monotonic() + 60
+        while len(srv.requests) < 6 and time.monotonic() < deadline:  # mid-construction
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert proc.returncode == -signal.SIGKILL
+        time.sleep(0.3)  # let in-flight requests reach the log
+        before_kill = len(srv.requests)
+        store = Store(load_settings(config).store.url)
+        answered = {json.dumps(c.request["messages"], sort_keys=True) for c in store.llm_calls()
+                    if c.parsed is not None and c.request}
+        succeeded_before = {(r.paper_id, r.stage, r.subject) for r in store.runs(status="succeeded")}
+        assert answered, "the build was killed before any model answer was recorded"
+        assert any(r.status == "running" for r in store.runs()) or len(_items(store)) < 3
+
+        resumed = _cli(config, "resume", "--orchestrator", "local")
+        out, _ = resumed.communicate(timeout=120)
+        assert resumed.returncode == 0, out
+
+        after_kill = _chat_requests(srv)[before_kill:]
+        assert not answered & set(after_kill), "a request whose answer was recorded was sent again"
+
+    assert _items(store) == expected
+    with read_session(store.engine) as s:
+        runs = s.exec(select(StageRun)).all()
+    reran = Counter((r.paper_id, r.stage, r.subject) for r in runs if r.status == "succeeded")
+    assert all(n == 1 for n in reran.values()), "a succeeded stage ran again"
+    assert succeeded_before <= set(reran)
+
+
+def test_api_key_never_in_store_or_logs(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus")
+    model = ScriptedModel()
+    model.fail_when, model.failing = "Nansen Basin", True
+    with FakeOpenAIServer(model) as srv:
+        config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
+        proc = _cli(config, "build", "--orchestrator", "local")
+        out, _ = proc.communicate(timeout=120)
+        status = _cli(config, "status", "--json")
+        out2, _ = status.communicate(timeout=60)
+        assert srv.requests and all(r.headers["authorization"] == f"Bearer {SECRET}" for r in srv.requests)
+    assert "LLMTransportError" in out  # the failure was reported ...
+    assert SECRET not in out and SECRET not in out2  # ... without the key
+    scanned = 0
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            scanned += 1
+            assert SECRET.encode() not in f.read_bytes(), f
+    assert scanned > 5
