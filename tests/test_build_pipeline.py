@@ -198,3 +198,33 @@ def test_api_key_never_in_store_or_logs(tmp_path: Path) -> None:
             scanned += 1
             assert SECRET.encode() not in f.read_bytes(), f
     assert scanned > 5
+
+
+def test_export_validate_audit_and_funnel_from_a_built_store(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus")
+    model = ScriptedModel()
+    model.fail_when, model.failing = "Kongsfjorden", True  # one paper fails, so the audit has content
+    with FakeOpenAIServer(model) as srv:
+        config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
+        _build(config)
+    out = tmp_path / "out"
+    for args in (["export", "--out", str(out / "release")], ["audit", "--html", str(out / "audit.html")],
+                 ["funnel", "--out", str(out / "funnel.svg")]):
+        proc = _cli(config, *args)
+        text, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0, (args, text)
+    check = subprocess.run([sys.executable, "-m", "arcticqa", "validate-release", str(out / "release")],
+                           capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    lines = (out / "release" / "items.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2
+    item = json.loads(lines[0])
+    assert item["status"] == "machine_accepted_unverified" and len(item["distractors"]) == 4
+    assert all("text" not in e or e["text"] is None for e in item.get("evidence", []))  # licence-safe default
+    manifest = json.loads((out / "release" / "MANIFEST.json").read_text(encoding="utf-8"))
+    assert manifest["counts"]["items"] == 2 and "metadata" in manifest["policy_hashes"]
+    html = (out / "audit.html").read_text(encoding="utf-8")
+    assert "construct" in html and "<svg" in (out / "funnel.svg").read_text(encoding="utf-8")
+    store = Store(load_settings(config).store.url)
+    funnel = {s.name: s.count for s in store.funnel_counts().steps}
+    assert funnel["discovered"] == 3 and funnel["accepted"] == 2

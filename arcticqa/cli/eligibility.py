@@ -55,7 +55,7 @@ def _from_store(paper_id: str, config: Path | None) -> tuple[PaperRecord, Docume
 
     settings = load_settings(config)
     try:
-        from arcticqa.store import open_store  # type: ignore[attr-defined]
+        from arcticqa.store import open_store
     except (ImportError, AttributeError):
         try:
             from arcticqa.store.store import open_store

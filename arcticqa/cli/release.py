@@ -27,7 +27,7 @@ def _call_store(config: Path | None, method: str, **kwargs: Any) -> Any:
 
     settings = load_settings(config)
     try:
-        from arcticqa.store import open_store  # type: ignore[attr-defined]
+        from arcticqa.store import open_store
     except ImportError:
         raise StageError("the store does not provide open_store() yet; this command is not "
                          "available in this build") from None

@@ -85,7 +85,7 @@ def ingest_pdfs_command(
     settings = load_settings(config)
     ingested = ingest_pdfs(directory, map_csv, pdf_cache_dir(settings.build.data_dir))
     try:
-        from arcticqa.store import open_store  # type: ignore[attr-defined]
+        from arcticqa.store import open_store
 
         open_store(settings).attach_pdf(ingested)
     except (ImportError, AttributeError) as exc:

@@ -286,6 +286,70 @@ class Store:
                 "request", "raw_response", "parsed", "tokens_in", "tokens_out", "cost_usd", "latency_s",
                 "cache_hit", "error")}, run_id=self.run_id) for r in records])
 
+    # -- release, audit and funnel views (arcticqa.store.views) ---------------------------------
+    def release_items(self) -> list[Any]:
+        from arcticqa.store.views import release_items
+
+        return release_items(self)
+
+    def funnel_counts(self) -> Any:
+        from arcticqa.store.views import funnel_counts
+
+        return funnel_counts(self)
+
+    def audit_data(self, stage: str | None = None, rule: str | None = None, paper: str | None = None) -> Any:
+        from arcticqa.store.views import audit_data
+
+        return audit_data(self, stage=stage, rule=rule, paper=paper)
+
+    def release_prompt(self) -> dict[str, Any]:
+        """The evaluation prompt a release ships (``prompts/arcticabstain/v1.json``)."""
+        from arcticqa.llm.prompts import PROMPTS_DIR
+
+        return dict(json.loads((PROMPTS_DIR / "arcticabstain" / "v1.json").read_text(encoding="utf-8")))
+
+    def attach_pdf(self, ingested: Sequence[Any]) -> list[str]:
+        """Record user-supplied PDFs (``arcticqa ingest-pdfs``) as the papers' fetched full text.
+
+        Each becomes a succeeded ``fetch_fulltext`` attempt, so the build extracts it next.
+        Papers are matched by paperId, else DOI; an unmatched row is an error naming it.
+        """
+        from arcticqa.errors import InputError
+        from arcticqa.store.tables import FetchRow
+
+        with read_session(self.engine) as s:
+            by_doi = {p.doi: p.paper_id for p in s.exec(select(Paper)).all() if p.doi}
+            known = set(s.exec(select(Paper.paper_id)).all())
+        targets: list[tuple[str, Any]] = []
+        for row in ingested:
+            pid = row.paper_id if row.paper_id in known else by_doi.get((row.doi or "").lower())
+            if pid is None:
+                raise InputError(f"no paper in the store has paperId {row.paper_id!r} or DOI {row.doi!r}",
+                                 path=row.file, field="doi/paper_id")
+            targets.append((pid, row))
+        for pid, row in targets:
+            payload = {"status": "ok", "url": Path(row.source).as_uri(), "final_url": row.path,
+                       "sha256": row.sha256, "bytes": row.bytes, "license": None, "path": row.path,
+                       "message": "attached with arcticqa ingest-pdfs"}
+            run = self.start_run(pid, "fetch_fulltext", "", input_hash=input_hash(payload))
+            self.finish_run(run, status="succeeded", output=payload, evidence=[FetchRow(
+                stage_run_id=0, paper_id=pid, status="ok", url=payload["url"], final_url=row.path,
+                sha256=row.sha256, bytes=row.bytes, payload=payload)])
+        return [pid for pid, _ in targets]
+
+    def policy_hashes(self) -> dict[str, str]:
+        """The policy file hashes recorded on screening decisions (name → sha256)."""
+        hashes: dict[str, str] = {}
+        for run in self.runs():
+            out = run.output or {}
+            if run.stage == "prefilter" and out.get("policy_sha256"):
+                hashes["metadata"] = out["policy_sha256"]
+            if run.stage == "eligibility":
+                for key in ("policy_sha256", "regions_sha256", "gazetteer_sha256"):
+                    if out.get(key):
+                        hashes[f"eligibility.{key.removesuffix('_sha256')}"] = out[key]
+        return dict(sorted(hashes.items()))
+
     def llm_calls(self) -> list[LLMCall]:
         with read_session(self.engine) as s:
             return list(s.exec(select(LLMCall).order_by(col(LLMCall.id))).all())
