@@ -109,38 +109,22 @@ def export_cmd(
     config: ConfigOption = None,
 ) -> None:
     """Export the accepted items as a release folder (written atomically, byte-deterministic)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     from arcticqa.config import load_settings
     from arcticqa.release.jsonio import load_json
-    from arcticqa.release.writer import write_release
+    from arcticqa.store import open_store
+    from arcticqa.store.views import export_from_store
 
-    settings = load_settings(config)
-    items = _call_store(config, "release_items")
-    funnel = _call_store(config, "funnel_counts")
-    if prompt is not None:
-        prompt_data = load_json(prompt)
-    else:
-        prompt_data = _call_store(config, "release_prompt")
-    if not isinstance(prompt_data, dict):
+    prompt_data = load_json(prompt) if prompt is not None else None
+    if prompt_data is not None and not isinstance(prompt_data, dict):
         raise StageError("the evaluation prompt must be a JSON object")
+    settings = load_settings(config)
+    store = open_store(settings)
     try:
-        policy_hashes = _call_store(config, "policy_hashes")
-    except StageError:
-        policy_hashes = {}
-    roster: dict[str, list[str]] = {}
-    for role in sorted(settings.roles):
-        roster[role] = [settings.model_for(role).model]
-    try:
-        code_version = version("arcticqa")
-    except PackageNotFoundError:
-        from arcticqa import __version__ as code_version
-    path = write_release(items, out, release_id=release_id, prompt=prompt_data, funnel=funnel,
-                         roster=roster, config_hash=settings.fingerprint(),
-                         policy_hashes=policy_hashes, code_version=code_version,
-                         include_evidence=include_evidence,
-                         require_redistributable=require_redistributable, format=fmt,
-                         overwrite=overwrite)
+        path = export_from_store(store, settings, out, release_id=release_id, prompt=prompt_data,
+                                 include_evidence=include_evidence,
+                                 require_redistributable=require_redistributable, fmt=fmt, overwrite=overwrite)
+    finally:
+        store.close()
     console.print(f"wrote {path}", highlight=False)
 
 

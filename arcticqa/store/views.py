@@ -223,3 +223,25 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
                                                   and r.stage == "eligibility" else "rejected")
                                  for r in rejections],
                      papers=audit_papers, items=audit_items)
+
+
+def export_from_store(store: Store, settings: Any, out: Any, *, release_id: str = "arcticqa-release",
+                      prompt: dict[str, Any] | None = None, include_evidence: bool = False,
+                      require_redistributable: bool = False, fmt: str = "jsonl",
+                      overwrite: bool = False) -> Any:
+    """Write the store's accepted items as a release folder (see ``arcticqa export``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from arcticqa.release.writer import write_release
+
+    try:
+        code_version = version("arcticqa")
+    except PackageNotFoundError:
+        from arcticqa import __version__ as code_version
+    roster = {role: [settings.model_for(role).model] for role in sorted(settings.roles)}
+    return write_release(store.release_items(), out, release_id=release_id,
+                         prompt=prompt if prompt is not None else store.release_prompt(),
+                         funnel=store.funnel_counts(), roster=roster, config_hash=settings.fingerprint(),
+                         policy_hashes=store.policy_hashes(), code_version=code_version,
+                         include_evidence=include_evidence, require_redistributable=require_redistributable,
+                         format=fmt, overwrite=overwrite)
