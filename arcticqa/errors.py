@@ -17,6 +17,7 @@ __all__ = [
     "LLMOutputError",
     "BudgetExceeded",
     "StageError",
+    "BuildFailed",
 ]
 
 
@@ -68,3 +69,7 @@ class BudgetExceeded(LLMError):
 
 class StageError(ArcticQAError):
     """A stage could not run for a reason that is not a rejection (e.g. missing upstream output)."""
+
+
+class BuildFailed(ArcticQAError):
+    """The build stopped on purpose: more than the allowed share of a batch failed at a stage."""
