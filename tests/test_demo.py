@@ -1,0 +1,72 @@
+"""`arcticqa demo` end to end (slow): the Prefect flow on the sample corpus with the offline
+provider, export, validation, audit, funnel and the reference-policy evaluation; a second run
+adds no rows and makes no model call."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlmodel import select
+
+from arcticqa.demo.run import SAMPLE_CORPUS, run_demo
+from arcticqa.release.validate import validate_release
+from arcticqa.store.db import read_session
+from arcticqa.store.store import Store
+from arcticqa.store.tables import LLMCall, RejectionRow, StageRun
+
+pytestmark = pytest.mark.slow
+
+
+def _branches() -> Counter[str]:
+    return Counter(json.loads(line)["arcticqa_sample"]["branch"]
+                   for line in SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def _row_counts(store: Store) -> dict[str, int]:
+    with read_session(store.engine) as s:
+        return {t.__tablename__: len(s.exec(select(t)).all()) for t in (StageRun, LLMCall, RejectionRow)}
+
+
+def test_demo_builds_releases_audits_and_evaluates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    out = tmp_path / "demo"
+    first = run_demo(out, orchestrator="prefect", trials=2)
+
+    branches = _branches()
+    eligible = branches["eligible_terrestrial"] + branches["eligible_marine"] + branches["eligible_russian"]
+    store = Store(f"sqlite:///{out / 'arcticqa.db'}")
+    funnel = {s.name: s.count for s in store.funnel_counts().steps}
+    assert funnel["discovered"] == sum(branches.values())
+    assert funnel["prefiltered"] == funnel["discovered"] - branches["review"] - branches["closed_access"]
+    assert funnel["full_text"] == funnel["prefiltered"] - branches["corrupt_pdf"] - branches["image_only_pdf"]
+    assert funnel["eligible"] == eligible + branches["unverifiable"]
+    assert funnel["accepted"] == first.items == eligible  # one item per eligible paper family
+    rules = {r.rule_id for r in store.rejections()}
+    assert {"prefilter.publication_type_excluded", "prefilter.no_open_access_pdf",
+            "extract_text.not_extracted", "eligibility.south_of_arctic_circle",
+            "eligibility.southern_hemisphere", "construct.no_item"} <= rules
+    assert {c.provider for c in store.llm_calls()} == {"offline"}
+
+    assert validate_release(out / "release").errors == []
+    for name in ("items.jsonl", "conditions.jsonl", "MANIFEST.json", "README.md", "prompt.json"):
+        assert (out / "release" / name).stat().st_size > 0, name
+    assert "<html" in (out / "audit.html").read_text(encoding="utf-8").lower()
+    assert (out / "funnel.png").read_bytes()[:4] == b"\x89PNG"
+    summary = json.loads((first.artifacts["evaluation"] / "summary.json").read_text(encoding="utf-8"))
+    assert summary  # the evaluator wrote its report
+    tables = first.artifacts["tables"].read_text(encoding="utf-8")
+    for policy in ("always-abstain", "first-option", "random", "oracle"):
+        assert policy in tables
+
+    before = _row_counts(store)
+    release_bytes = (out / "release" / "items.jsonl").read_bytes()
+    second = run_demo(out, orchestrator="local", trials=2)
+    assert _row_counts(store) == before  # resumed: nothing re-ran, no model call
+    assert set(second.build["stages"]["construct"]) <= {"skipped", "blocked"}
+    assert (out / "release" / "items.jsonl").read_bytes() == release_bytes  # deterministic export
+    assert os.path.exists(out / "summary.json")
