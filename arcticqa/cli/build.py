@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -32,6 +33,11 @@ RetryRejected = Annotated[
     list[str] | None,
     typer.Option("--retry-rejected", help="Re-run this stage for papers it rejected (repeatable)."),
 ]
+KeywordsOption = Annotated[
+    Path | None,
+    typer.Option("--keywords", help="Query file for --source s2 (one bulk-search query per line; "
+                 "default data/keywords/arctic.txt or build.keywords_file)."),
+]
 SourceOption = Annotated[
     str | None,
     typer.Option("--source", help="Paper source: snapshot:PATH | s2-datasets:DIR | s2 (overrides config)."),
@@ -39,7 +45,7 @@ SourceOption = Annotated[
 
 
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
-         source: str | None) -> None:
+         source: str | None, keywords: Path | None = None) -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     from arcticqa.config import load_settings
@@ -47,6 +53,9 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     from arcticqa.pipeline.runner import open_build_context
 
     cfg_path = str(config) if config else None
+    if keywords is not None:
+        # the flow reads settings itself, so the override travels as the documented env variable
+        os.environ["ARCTICQA_BUILD__KEYWORDS_FILE"] = str(keywords)
     try:
         if orchestrator is Orchestrator.prefect:
             from flows.build_arcticqa import build_arcticqa
@@ -92,9 +101,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
 @app.command()
 @handle_errors
 def build(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
-          source: SourceOption = None, retry_rejected: RetryRejected = None) -> None:
+          source: SourceOption = None, keywords: KeywordsOption = None,
+          retry_rejected: RetryRejected = None) -> None:
     """Discover papers and run every stage that has not finished (idempotent)."""
-    _run(config, resume=False, orchestrator=orchestrator, retry_rejected=retry_rejected, source=source)
+    _run(config, resume=False, orchestrator=orchestrator, retry_rejected=retry_rejected, source=source,
+         keywords=keywords)
 
 
 @app.command()
