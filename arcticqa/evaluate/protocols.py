@@ -1,10 +1,11 @@
 """Re-scoring externally produced runs: a registry of evaluation protocols.
 
-A protocol turns an items file and a JSONL of raw responses into scored
-:class:`~arcticqa.evaluate.responses.ResponseRecord` rows, which then go through the same
-parsers, metrics and report as a live run. ``arcticabstain`` is implemented; ``abstainqa`` and
-``know2guess`` are registered names whose scorers arrive with their own issue
-(:func:`register_protocol` is the hook they use).
+A protocol turns an items file and a JSONL of raw responses into a report. ``arcticabstain``
+scores into :class:`~arcticqa.evaluate.responses.ResponseRecord` rows, which then go through
+the same parsers, metrics and report as a live run (``scorer``). ``abstainqa``
+(:mod:`arcticqa.evaluate.abstainqa`) and ``know2guess`` (:mod:`arcticqa.evaluate.know2guess`)
+have their own records and reports and plug in a ``rescore`` function instead, which scores
+and writes the report folder. :func:`register_protocol` is the hook; :func:`get_entry` finds one.
 
 ArcticAbstain response lines (JSONL, one object each)::
 
@@ -33,35 +34,67 @@ from arcticqa.evaluate.conditions import EvalItem, load_items
 from arcticqa.evaluate.outcomes import CONDITIONS, OptionKind, ShownOption
 from arcticqa.evaluate.responses import ResponseRecord, check_unique_cells, record_from_published
 
-__all__ = ["ProtocolScorer", "ProtocolEntry", "PROTOCOLS", "register_protocol", "get_protocol",
-           "score_arcticabstain", "normalise_option_text"]
+__all__ = ["ProtocolScorer", "ProtocolRescore", "RescoreOptions", "ProtocolEntry", "PROTOCOLS",
+           "register_protocol", "get_protocol", "get_entry", "score_arcticabstain", "normalise_option_text"]
 
 ProtocolScorer = Callable[[Path, Path], list[ResponseRecord]]
+
+
+@dataclass(frozen=True)
+class RescoreOptions:
+    """Report options of the protocols with their own reports."""
+
+    figure: bool = True
+    #: Abstain-QA verbal-confidence thresholds (an answer with confidence <= t becomes IDK/NOTA)
+    thresholds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    #: Know2Guess cost-sensitive reliability: the score of a wrong answer is -wrong_penalty
+    wrong_penalty: float = 1.0
+    #: Know2Guess ECE bins
+    bins: int = 10
+
+
+#: (items file, responses file, report folder, options) -> console lines summarising the report
+ProtocolRescore = Callable[[Path, Path, Path, RescoreOptions], list[str]]
 
 
 @dataclass(frozen=True)
 class ProtocolEntry:
     name: str
     summary: str
-    scorer: ProtocolScorer | None  # None: named, not implemented yet
+    scorer: ProtocolScorer | None  # ArcticAbstain-style records for the ArcticAbstain report
+    rescore: ProtocolRescore | None = None  # a protocol with its own records and report
+
+    @property
+    def implemented(self) -> bool:
+        return self.scorer is not None or self.rescore is not None
 
 
 PROTOCOLS: dict[str, ProtocolEntry] = {}
 
 
-def register_protocol(name: str, summary: str, scorer: ProtocolScorer | None) -> ProtocolEntry:
-    entry = ProtocolEntry(name, summary, scorer)
+def register_protocol(name: str, summary: str, scorer: ProtocolScorer | None,
+                      rescore: ProtocolRescore | None = None) -> ProtocolEntry:
+    entry = ProtocolEntry(name, summary, scorer, rescore)
     PROTOCOLS[name] = entry
     return entry
 
 
-def get_protocol(name: str) -> ProtocolScorer:
+def get_entry(name: str) -> ProtocolEntry:
+    """The registered protocol ``name`` (a :class:`ConfigError` naming the known ones otherwise)."""
     entry = PROTOCOLS.get(name)
     if entry is None:
         raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(sorted(PROTOCOLS))}")
-    if entry.scorer is None:
+    if not entry.implemented:
         raise ConfigError(f"protocol {name!r} ({entry.summary}) is not implemented yet; "
-                          f"implemented: {', '.join(n for n, e in sorted(PROTOCOLS.items()) if e.scorer)}")
+                          f"implemented: {', '.join(n for n, e in sorted(PROTOCOLS.items()) if e.implemented)}")
+    return entry
+
+
+def get_protocol(name: str) -> ProtocolScorer:
+    """The ArcticAbstain-style scorer of ``name`` (protocols with their own report have none)."""
+    entry = get_entry(name)
+    if entry.scorer is None:
+        raise ConfigError(f"protocol {name!r} ({entry.summary}) writes its own report; use get_entry().rescore")
     return entry.scorer
 
 
@@ -150,5 +183,36 @@ def score_arcticabstain(items_path: Path, responses_path: Path) -> list[Response
 
 register_protocol("arcticabstain", "paired answer-present/answer-absent abstention (ArcticQA v1)",
                   lambda items, responses: score_arcticabstain(items, responses))
-register_protocol("abstainqa", "Abstain-QA (arrives with its issue)", None)
-register_protocol("know2guess", "Know2Guess (arrives with its issue)", None)
+
+
+def _rescore_abstainqa(items: Path, responses: Path, out: Path, options: RescoreOptions) -> list[str]:
+    from arcticqa.evaluate.abstainqa import (
+        build_abstainqa_report,
+        score_abstainqa_file,
+        summary_lines,
+        write_abstainqa_report,
+    )
+
+    report = build_abstainqa_report(score_abstainqa_file(items, responses), source=str(responses),
+                                    thresholds=options.thresholds)
+    write_abstainqa_report(report, out, figure=options.figure)
+    return summary_lines(report)
+
+
+def _rescore_know2guess(items: Path, responses: Path, out: Path, options: RescoreOptions) -> list[str]:
+    from arcticqa.evaluate.know2guess import (
+        build_know2guess_report,
+        score_know2guess_file,
+        summary_lines,
+        write_know2guess_report,
+    )
+
+    report = build_know2guess_report(score_know2guess_file(items, responses), source=str(responses),
+                                     wrong_penalty=options.wrong_penalty, bins=options.bins)
+    write_know2guess_report(report, out, figure=options.figure)
+    return summary_lines(report)
+
+
+register_protocol("abstainqa", "Abstain-QA: multiple choice with an IDK/NOTA option", None, _rescore_abstainqa)
+register_protocol("know2guess", "Know2Guess: open-ended answer-or-abstain with zones A-D", None,
+                  _rescore_know2guess)

@@ -3,7 +3,12 @@
 One ``eval_response`` row per cell of the design (eval set, model, item, condition, trial);
 the unique constraint makes a duplicate impossible, and inserts ignore a cell that is already
 there, so a resumed or repeated run never records a cell twice. The store's Alembic
-migrations (revision 0002) create the table; :func:`ensure_tables` migrates.
+migrations (revision 0002; ``protocol`` and ``details`` since 0003e) create the table;
+:func:`ensure_tables` migrates.
+
+Other protocols (Abstain-QA, Know2Guess) share the table: their rows carry ``protocol``, a
+protocol-namespaced ``eval_set`` (``abstainqa:<set>``) so their cells never collide with
+ArcticAbstain's, the prompt variant in ``condition`` and their scored record in ``details``.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from arcticqa.evaluate.responses import ResponseRecord
 from arcticqa.store.db import is_sqlite, read_session, write_session
 
 __all__ = ["EvalResponseRow", "EVAL_TABLES", "ensure_tables", "insert_responses", "completed_cells",
-           "load_store_responses"]
+           "load_store_responses", "load_protocol_details"]
 
 
 def _utcnow() -> datetime:
@@ -37,6 +42,9 @@ class EvalResponseRow(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(index=True)
+    #: which evaluation protocol recorded the row (arcticabstain | abstainqa | know2guess)
+    protocol: str = Field(default="arcticabstain", index=True,
+                          sa_column_kwargs={"server_default": "arcticabstain"})
     eval_set: str = Field(index=True)
     model: str = Field(index=True)  # the configured label (the design's model id)
     #: the model's place in the run's configuration: reports list models in this order
@@ -66,6 +74,8 @@ class EvalResponseRow(SQLModel, table=True):
     attempts: int = 0
     cost_usd: float = 0.0
     error: str | None = None
+    #: the protocol's scored record (decision, answer, confidence, item facts); None for ArcticAbstain
+    details: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     recorded_at: datetime = Field(default_factory=_utcnow)
 
 
@@ -121,7 +131,7 @@ def load_store_responses(engine: Engine, *, models: Sequence[str] | None = None,
     t = EvalResponseRow.__table__  # type: ignore[attr-defined]
     query = select(t.c.model, t.c.model_label, t.c.item_id, t.c.condition, t.c.trial, t.c.outcome,
                    t.c.lenient_outcome, t.c.cause, t.c.raw_response_text).order_by(
-                       t.c.model_position, t.c.id)
+                       t.c.model_position, t.c.id).where(t.c.protocol == "arcticabstain")
     if models:
         query = query.where(t.c.model.in_(list(models)))
     if run_id:
@@ -131,3 +141,17 @@ def load_store_responses(engine: Engine, *, models: Sequence[str] | None = None,
     return [ResponseRecord(model=r[0], model_label=r[1], item_id=r[2], condition=r[3], trial=int(r[4]),
                            outcome=r[5], lenient_outcome=r[6], cause=r[7], raw_response_text=r[8])
             for r in rows]
+
+
+def load_protocol_details(engine: Engine, protocol: str, *, models: Sequence[str] | None = None,
+                          run_id: str | None = None) -> list[dict[str, Any]]:
+    """The ``details`` of every row of ``protocol``, in model order then recording order."""
+    ensure_tables(engine)
+    t = EvalResponseRow.__table__  # type: ignore[attr-defined]
+    query = select(t.c.details).where(t.c.protocol == protocol).order_by(t.c.model_position, t.c.id)
+    if models:
+        query = query.where(t.c.model.in_(list(models)))
+    if run_id:
+        query = query.where(t.c.run_id == run_id)
+    with read_session(engine) as session:
+        return [dict(row[0] or {}) for row in session.execute(query)]

@@ -24,6 +24,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from arcticqa.evaluate.coverage import (
+    COVERAGE_FILES,
+    CoverageAnalysis,
+    analyse_coverage,
+    coverage_figure,
+    coverage_files,
+    from_outcome_counts,
+)
 from arcticqa.evaluate.metrics import METRIC_NAMES, OutcomeCounts, median_of
 from arcticqa.evaluate.responses import Disagreement, ResponseRecord, model_order
 from arcticqa.evaluate.stats import (
@@ -42,11 +50,13 @@ __all__ = [
     "build_report",
     "render_tables",
     "write_report",
+    "coverage_of",
     "REPORT_FILES",
 ]
 
 REPORT_FILES = ("TABLES.md", "condition-shifts.csv", "metrics.csv", "trial-metrics.csv",
-                "outcome-counts.csv", "summary.json", "checks.json", "figure-1.png", "figure-1.svg")
+                "outcome-counts.csv", "summary.json", "checks.json", "figure-1.png", "figure-1.svg",
+                *COVERAGE_FILES)
 
 _NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven",
                  8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
@@ -388,6 +398,12 @@ def _figure(report: Report, png: Path, svg: Path) -> None:
     plt.close(fig)
 
 
+def coverage_of(report: Report) -> CoverageAnalysis:
+    """The coverage–risk view of an ArcticAbstain report (from each model's N1..N5)."""
+    records = [rec for r in report.models for rec in from_outcome_counts(r.model, r.label, r.counts.counts)]
+    return analyse_coverage(records, protocol="arcticabstain")
+
+
 def write_report(report: Report, out_dir: Path | str, *, figure: bool = True,
                  generator: str = "`arcticqa evaluate report`", source_name: str | None = None) -> ReportPaths:
     """Write every report file into ``out_dir`` (replaced as a whole, atomically per folder)."""
@@ -405,10 +421,14 @@ def write_report(report: Report, out_dir: Path | str, *, figure: bool = True,
             "summary.json": json.dumps(_summary(report), indent=2) + "\n",
             "checks.json": json.dumps(_checks(report), indent=2) + "\n",
         }
+        # The coverage view goes into files of its own so the published files stay byte-identical.
+        coverage = coverage_of(report)
+        texts.update(coverage_files(coverage))
         for file_name, text in texts.items():
             (staging / file_name).write_text(text, encoding="utf-8")
         if figure and report.models:
             _figure(report, staging / "figure-1.png", staging / "figure-1.svg")
+            coverage_figure(coverage, staging / "coverage-risk.png", staging / "coverage-risk.svg")
         previous = None
         if out_dir.exists():
             previous = out_dir.with_name(f".{out_dir.name}.old-{staging.name[-8:]}")

@@ -16,7 +16,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.engine import Engine
 
@@ -28,9 +28,38 @@ from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome, complete_chat
 from arcticqa.llm.clients import make_async_client
 
-__all__ = ["RunResult", "plan_calls", "run_evaluation", "run_model", "response_row"]
+__all__ = ["RunResult", "plan_calls", "run_evaluation", "run_model", "response_row", "ProtocolCall",
+           "LiveProtocol", "run_protocol"]
 
 ProgressHook = Callable[[str, int, int], None]
+
+
+class _HasMessages(Protocol):
+    @property
+    def messages(self) -> list[dict[str, str]]: ...
+
+
+class ProtocolCall(_HasMessages, Protocol):
+    """What a protocol run needs of a planned call: its cell and its messages."""
+
+    @property
+    def cell(self) -> tuple[str, str, str, int]: ...  # (eval_set, item_id, condition, trial)
+
+
+_C = TypeVar("_C", bound=_HasMessages)
+
+
+@dataclass(frozen=True)
+class LiveProtocol:
+    """A protocol's live run: its planned calls per model and the store row of a finished call.
+
+    ``row(call, model, outcome, run_id, position)`` returns the ``eval_response`` columns
+    (with ``protocol`` and ``details`` set).
+    """
+
+    name: str
+    plan: Callable[[EvalModel], Sequence[ProtocolCall]]
+    row: Callable[[Any, EvalModel, ChatOutcome, str, int], dict[str, Any]]
 
 
 @dataclass
@@ -125,6 +154,46 @@ class _Writer:
             await self.flush()
 
 
+async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
+                   make_row: Callable[[_C, ChatOutcome], dict[str, Any]], counts: Counter[str],
+                   progress: ProgressHook | None) -> int:
+    """Call the model once per planned call (a worker pool), store each row; rows inserted."""
+    queue: asyncio.Queue[_C] = asyncio.Queue()
+    for call in todo:
+        queue.put_nowait(call)
+    writer = _Writer(engine)
+    stop = asyncio.Event()
+    pacer = _Pacer(model.requests_per_second)
+    finished = 0
+
+    async def worker(client: Any) -> None:
+        nonlocal finished
+        while True:
+            try:
+                call = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await pacer.wait()
+            outcome = await complete_chat(client, model, call.messages, role=f"evaluate:{model.label}")
+            row = make_row(call, outcome)
+            counts[row["outcome"]] += 1
+            await writer.add(row)
+            finished += 1
+            if progress is not None:
+                progress(model.label, finished, len(todo))
+
+    flusher = asyncio.create_task(writer.run(stop))
+    try:
+        async with make_async_client(model) as client:
+            workers = max(1, min(model.max_concurrency, len(todo)))
+            await asyncio.gather(*(worker(client) for _ in range(workers)))
+    finally:
+        stop.set()
+        await flusher
+        await writer.flush()
+    return writer.inserted
+
+
 async def run_model(items: Sequence[EvalItem], model: EvalModel, engine: Engine, *, trials: int = 3,
                     prompt: PromptTemplate | None = None, eval_set: str = "arcticqa", resume: bool = False,
                     run_id: str | None = None, progress: ProgressHook | None = None,
@@ -145,40 +214,10 @@ async def run_model(items: Sequence[EvalItem], model: EvalModel, engine: Engine,
     result.outcomes[model.label] = counts
     if not todo:
         return result
-    queue: asyncio.Queue[Call] = asyncio.Queue()
-    for call in todo:
-        queue.put_nowait(call)
-    writer = _Writer(engine)
-    stop = asyncio.Event()
-    pacer = _Pacer(model.requests_per_second)
-    finished = 0
-
-    async def worker(client: Any) -> None:
-        nonlocal finished
-        while True:
-            try:
-                call = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            await pacer.wait()
-            outcome = await complete_chat(client, model, call.messages, role=f"evaluate:{model.label}")
-            row = response_row(call, model, outcome, run_id, position=position)
-            counts[row["outcome"]] += 1
-            await writer.add(row)
-            finished += 1
-            if progress is not None:
-                progress(model.label, finished, len(todo))
-
-    flusher = asyncio.create_task(writer.run(stop))
-    try:
-        async with make_async_client(model) as client:
-            workers = max(1, min(model.max_concurrency, len(todo)))
-            await asyncio.gather(*(worker(client) for _ in range(workers)))
-    finally:
-        stop.set()
-        await flusher
-        await writer.flush()
-    result.recorded = writer.inserted
+    result.recorded = await _execute(todo, model, engine,
+                                      lambda call, outcome: response_row(call, model, outcome, run_id,
+                                                                         position=position),
+                                      counts, progress)
     result.elapsed_s = time.perf_counter() - started
     return result
 
@@ -203,6 +242,49 @@ async def run_evaluation(items: Sequence[EvalItem], models: Sequence[EvalModel],
     results = await asyncio.gather(*(
         run_model(items, m, engine, trials=trials, prompt=prompt, eval_set=eval_set, resume=resume,
                   run_id=run_id, progress=progress, position=i) for i, m in enumerate(models)))
+    total = RunResult(run_id=run_id)
+    for r in results:
+        total.merge(r)
+    total.elapsed_s = time.perf_counter() - started
+    return total
+
+
+async def run_protocol(protocol: LiveProtocol, models: Sequence[EvalModel], engine: Engine, *,
+                       resume: bool = False, run_id: str | None = None,
+                       progress: ProgressHook | None = None) -> RunResult:
+    """Run every model (concurrently) over a protocol's planned calls, exactly like ArcticAbstain:
+    one call per cell, no re-ask, resume skips recorded cells, the store refuses duplicates."""
+    run_id = run_id or uuid.uuid4().hex[:12]
+    ensure_tables(engine)
+    plans = {m.label: list(protocol.plan(m)) for m in models}
+    eval_sets = {c.cell[0] for calls in plans.values() for c in calls}
+    done = completed_cells(engine, eval_sets)
+
+    def recorded(label: str, call: ProtocolCall) -> bool:
+        eval_set, item_id, condition, trial = call.cell
+        return (eval_set, label, item_id, condition, trial) in done
+
+    if not resume:
+        # Check every model before any call starts, so a refused run sends nothing.
+        for m in models:
+            if any(recorded(m.label, c) for c in plans[m.label]):
+                raise StageError(f"model {m.label}: cells of this {protocol.name} run are already recorded in "
+                                 f"the store; pass --resume to run only the missing ones")
+    started = time.perf_counter()
+
+    async def one(position: int, model: EvalModel) -> RunResult:
+        calls = plans[model.label]
+        todo = [c for c in calls if not recorded(model.label, c)]
+        result = RunResult(run_id=run_id, planned=len(calls), skipped=len(calls) - len(todo))
+        counts: Counter[str] = Counter()
+        result.outcomes[model.label] = counts
+        if todo:
+            result.recorded = await _execute(
+                todo, model, engine, lambda call, outcome: protocol.row(call, model, outcome, run_id, position),
+                counts, progress)
+        return result
+
+    results = await asyncio.gather(*(one(i, m) for i, m in enumerate(models)))
     total = RunResult(run_id=run_id)
     for r in results:
         total.merge(r)
