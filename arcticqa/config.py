@@ -64,6 +64,15 @@ class ModelConfig(BaseModel):
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
     max_concurrency: int = 8
+    #: requests in flight to this config's endpoint (``base_url``) summed over every model config
+    #: that shares it; when configs sharing an endpoint disagree, the smallest value applies.
+    #: None: only ``max_concurrency`` bounds this config
+    endpoint_max_concurrency: int | None = Field(None, ge=1)
+    #: client-side pacing (token buckets holding one second's worth, see arcticqa/llm/ratelimit.py):
+    #: requests per minute, None for no limit
+    requests_per_minute: float | None = Field(None, gt=0)
+    #: tokens per minute (prompt estimate from its length + max_tokens, corrected with reported usage)
+    tokens_per_minute: float | None = Field(None, gt=0)
     #: transport retries (429, 5xx, connection errors, timeouts); Retry-After is honoured
     max_retries: int = 6
     backoff_initial_s: float = 1.0
@@ -88,8 +97,13 @@ class ModelConfig(BaseModel):
 
 
 class StoreSettings(BaseModel):
+    #: any SQLAlchemy URL: sqlite:///FILE (default) or postgresql+psycopg://USER@HOST:PORT/DB
     url: str = "sqlite:///arcticqa.db"
     busy_timeout_s: float = 30.0
+    #: how often a build process records that it is alive (docs/scale-out.md)
+    heartbeat_s: float = Field(10.0, gt=0)
+    #: a ``running`` attempt whose worker has not heartbeaten for this long is taken over
+    stale_after_s: float = Field(30.0, gt=0)
 
 
 class BuildSettings(BaseModel):
@@ -98,7 +112,11 @@ class BuildSettings(BaseModel):
     paper_concurrency: int = Field(8, ge=1)
     #: the flow fails only when more than this share of a batch's papers failed at a stage
     failure_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    #: per-run spending cap: no new model call starts once reached (the build stops cleanly)
     budget_usd: float | None = None
+    #: per-paper spending cap (this run's calls for one paper): that paper's stage fails with
+    #: BudgetExceeded, other papers continue
+    budget_per_paper_usd: float | None = Field(None, gt=0)
     source: str = "snapshot:data/sample_corpus/papers.jsonl"
     keywords_file: Path = Path("data/keywords/arctic.txt")
     findings_per_paper: int = Field(3, ge=1)
@@ -108,6 +126,16 @@ class BuildSettings(BaseModel):
     #: when the site_extractor role is asked: only when the free deterministic sources leave the
     #: decision at needs_review (cheap first), always, or never
     site_extractor: Literal["when_undecided", "always", "never"] = "when_undecided"
+    #: after a pass over every stage, wait for papers other live workers hold and re-check them
+    #: (a worker that dies mid-paper has its work taken over); False: finish with what is left
+    wait_for_claimed: bool = True
+    claim_poll_s: float = Field(2.0, gt=0)
+    #: the Prefect flow's task runner: Prefect's default (in-process) or prefect-dask's DaskTaskRunner
+    task_runner: Literal["default", "dask"] = "default"
+    #: DaskTaskRunner: an existing scheduler (tcp://HOST:PORT), or None for a LocalCluster of
+    #: ``dask_workers`` processes
+    dask_address: str | None = None
+    dask_workers: int = Field(2, ge=1)
 
 
 class DiscoverySettings(BaseModel):

@@ -3,19 +3,28 @@
 ``Gateway.ask(role, prompt, variables, ResponseModel)`` resolves the role's model config,
 renders the versioned prompt file, answers from the cache when the same request was answered
 before, otherwise calls the provider (instructor over the async openai client with bounded
-validation re-asks; tenacity transport retries honouring Retry-After), enforces the run's
-budget cap, and hands every attempt to a :class:`CallRecorder` (the store) as ``llm_call`` rows.
+validation re-asks; tenacity transport retries honouring Retry-After), enforces the run's and
+the current paper's budget caps, and hands every attempt to a :class:`CallRecorder` (the store)
+as ``llm_call`` rows.
+
+Pacing, in the order a call meets it: the model config's ``max_concurrency`` (held for the whole
+call, retries included), then per attempt its token buckets (``requests_per_minute``,
+``tokens_per_minute``; :mod:`arcticqa.llm.ratelimit`), then the endpoint's
+``endpoint_max_concurrency`` shared by every config with the same ``base_url`` (held only while
+a request is in flight, so one model's backoff or pacing never idles another's slots).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import functools
 import hashlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,9 +39,10 @@ from arcticqa.errors import BudgetExceeded, LLMError, LLMOutputError, LLMTranspo
 from arcticqa.llm.clients import is_transport_error, make_async_client, transport_retrying
 from arcticqa.llm.offline import answer_offline
 from arcticqa.llm.prompts import load_prompt, to_jsonable
+from arcticqa.llm.ratelimit import ModelLimiter, endpoint_key, estimate_tokens
 from arcticqa.llm.types import OutputT, RoleReply
 
-__all__ = ["CallRecord", "CallRecorder", "Budget", "Gateway", "MemoryRecorder"]
+__all__ = ["CallRecord", "CallRecorder", "Budget", "Gateway", "MemoryRecorder", "paper_scope", "current_paper"]
 
 # instructor logs every failed attempt at ERROR; we record attempts ourselves.
 logging.getLogger("instructor").setLevel(logging.CRITICAL)
@@ -89,22 +99,59 @@ class MemoryRecorder:
         self.records.extend(records)
 
 
+_paper: contextvars.ContextVar[str | None] = contextvars.ContextVar("arcticqa_paper", default=None)
+
+
+@contextlib.contextmanager
+def paper_scope(paper_id: str | None) -> Iterator[None]:
+    """Charge the model calls made inside (this task and tasks it starts) to ``paper_id``.
+
+    The runner opens one around each paper's stage, so the per-paper cap applies without the
+    stages passing paper ids to the gateway.
+    """
+    token = _paper.set(paper_id)
+    try:
+        yield
+    finally:
+        _paper.reset(token)
+
+
+def current_paper() -> str | None:
+    return _paper.get()
+
+
 @dataclass
 class Budget:
-    """A per-run spending cap. Checked before each paid call; in-flight calls may overshoot by
-    at most one call per concurrent slot, which is why the cap stops *new* calls only."""
+    """Spending caps: per run and per paper. Checked before each paid call; in-flight calls may
+    overshoot by at most one call per concurrent slot, which is why a cap stops *new* calls only.
+
+    A run cap raises :class:`BudgetExceeded` with ``scope = "run"`` (the build stops starting
+    work); a paper cap raises it with ``scope = "paper"`` (only that paper's stage fails).
+    """
 
     cap_usd: float | None = None
+    per_paper_cap_usd: float | None = None
     spent_usd: float = 0.0
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    paper_spent_usd: dict[str, float] = field(default_factory=dict)
 
-    def check(self) -> None:
+    def check(self, paper_id: str | None = None) -> None:
         if self.cap_usd is not None and self.spent_usd >= self.cap_usd:
-            raise BudgetExceeded(f"budget cap of USD {self.cap_usd:.2f} reached "
+            exc = BudgetExceeded(f"budget cap of USD {self.cap_usd:.2f} reached "
                                  f"(spent USD {self.spent_usd:.4f}); no new model calls are started")
+            exc.scope = "run"  # type: ignore[attr-defined]
+            raise exc
+        if self.per_paper_cap_usd is not None and paper_id is not None:
+            spent = self.paper_spent_usd.get(paper_id, 0.0)
+            if spent >= self.per_paper_cap_usd:
+                exc = BudgetExceeded(f"per-paper budget cap of USD {self.per_paper_cap_usd:.4f} reached for "
+                                     f"paper {paper_id} (spent USD {spent:.4f}); no new model calls for it")
+                exc.scope = "paper"  # type: ignore[attr-defined]
+                raise exc
 
-    def add(self, cost: float) -> None:
+    def add(self, cost: float, paper_id: str | None = None) -> None:
         self.spent_usd += cost
+        if paper_id is not None:
+            self.paper_spent_usd[paper_id] = self.paper_spent_usd.get(paper_id, 0.0) + cost
 
 
 @dataclass(frozen=True)
@@ -174,6 +221,12 @@ def _on_error(error: Exception, *args: Any, **kwargs: Any) -> None:
         a.error = f"{type(error).__name__}: {error}"
 
 
+@functools.lru_cache(maxsize=256)
+def _schema(response_model: type[BaseModel]) -> dict[str, Any]:
+    """A response model's JSON schema, built once per class (building it costs ~2 ms a call)."""
+    return response_model.model_json_schema()
+
+
 def _request_hash(provider: str, cfg: ModelConfig, role: str, messages: list[dict[str, str]],
                   schema: dict[str, Any]) -> str:
     payload = {
@@ -201,9 +254,21 @@ class Gateway:
                  budget: Budget | None = None) -> None:
         self.settings = settings
         self.recorder: CallRecorder = recorder or MemoryRecorder()
-        self.budget = budget or Budget(settings.build.budget_usd)
+        self.budget = budget or Budget(settings.build.budget_usd, settings.build.budget_per_paper_usd)
         self._clients: dict[str, tuple[AsyncOpenAI, Any]] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
+        self._rate: dict[str, ModelLimiter] = {}
+        self._endpoints = self._endpoint_limits(settings)
+
+    @staticmethod
+    def _endpoint_limits(settings: Settings) -> dict[str, asyncio.Semaphore]:
+        """One semaphore per endpoint that any config bounds; the smallest bound wins."""
+        bounds: dict[str, int] = {}
+        for cfg in settings.models.values():
+            if cfg.provider == "openai" and cfg.endpoint_max_concurrency is not None:
+                key = endpoint_key(cfg)
+                bounds[key] = min(bounds.get(key, cfg.endpoint_max_concurrency), cfg.endpoint_max_concurrency)
+        return {key: asyncio.Semaphore(n) for key, n in bounds.items()}
 
     async def __aenter__(self) -> Gateway:
         return self
@@ -232,13 +297,22 @@ class Gateway:
             self._limits[name] = asyncio.Semaphore(cfg.max_concurrency)
         return self._limits[name]
 
+    def _rate_limiter(self, name: str, cfg: ModelConfig) -> ModelLimiter:
+        if name not in self._rate:
+            self._rate[name] = ModelLimiter.for_config(cfg)
+        return self._rate[name]
+
+    def _in_flight(self, cfg: ModelConfig) -> contextlib.AbstractAsyncContextManager[Any]:
+        sem = self._endpoints.get(endpoint_key(cfg))
+        return sem if sem is not None else contextlib.nullcontext()
+
     async def ask(self, role: str, prompt: str, variables: Mapping[str, Any],
                   response_model: type[OutputT], *, subject: str | None = None) -> RoleReply[OutputT]:
         model_name = self.settings.roles.get(role, "")
         cfg = self.settings.model_for(role)
         template = load_prompt(prompt)
         messages = template.render(variables)
-        schema = response_model.model_json_schema()
+        schema = _schema(response_model)
         request_hash = _request_hash(cfg.provider, cfg, role, messages, schema)
         base = _CallBase(role=role, provider=cfg.provider, model=cfg.model,
                          prompt_version=template.version_id, request_hash=request_hash, subject=subject)
@@ -266,26 +340,37 @@ class Gateway:
     async def _ask_openai(self, model_name: str, cfg: ModelConfig, messages: list[dict[str, str]],
                           response_model: type[OutputT], base: _CallBase) -> RoleReply[OutputT]:
         client = self._client(model_name, cfg)
+        limiter = self._rate_limiter(model_name, cfg)
+        estimate = estimate_tokens(messages, cfg.max_tokens)
+        paper = current_paper()
         attempts: list[_Attempt] = []
         token = _attempts.set(attempts)
         output: OutputT | None = None
         failure: LLMError | None = None
         try:
             async with self._limit(model_name, cfg):
-                self.budget.check()
+                self.budget.check(paper)
                 async for attempt in transport_retrying(cfg, retry=_retry_transport):
                     with attempt:
-                        self.budget.check()
-                        output = await client.chat.completions.create(
-                            response_model=response_model,
-                            messages=messages,
-                            model=cfg.model,
-                            temperature=cfg.temperature,
-                            max_tokens=cfg.max_tokens,
-                            max_retries=cfg.max_reasks,
-                            extra_headers={"X-Arcticqa-Role": base.role},
-                            **({"extra_body": cfg.extra_body} if cfg.extra_body else {}),
-                        )
+                        self.budget.check(paper)
+                        if limiter.active:
+                            await limiter.acquire(estimate)
+                        first = len(attempts)
+                        try:
+                            async with self._in_flight(cfg):
+                                output = await client.chat.completions.create(
+                                    response_model=response_model,
+                                    messages=messages,
+                                    model=cfg.model,
+                                    temperature=cfg.temperature,
+                                    max_tokens=cfg.max_tokens,
+                                    max_retries=cfg.max_reasks,
+                                    extra_headers={"X-Arcticqa-Role": base.role},
+                                    **({"extra_body": cfg.extra_body} if cfg.extra_body else {}),
+                                )
+                        finally:
+                            if limiter.active:
+                                _settle(limiter, estimate, attempts[first:])
         except BudgetExceeded:
             raise
         except IncompleteOutputException as exc:
@@ -319,9 +404,10 @@ class Gateway:
     def _record_attempts(self, cfg: ModelConfig, attempts: list[_Attempt], base: _CallBase,
                          output: BaseModel | None) -> None:
         records = []
+        paper = current_paper()
         for i, a in enumerate(attempts, start=1):
             cost = self._cost(cfg, a)
-            self.budget.add(cost)
+            self.budget.add(cost, paper)
             is_last_ok = output is not None and i == len(attempts) and a.error is None
             records.append(base.record(
                 attempt=i, request=a.request or {}, raw_response=a.response,
@@ -332,6 +418,17 @@ class Gateway:
             ))
         if records:
             self.recorder.record_calls(records)
+
+
+def _settle(limiter: ModelLimiter, estimate: int, sent: list[_Attempt]) -> None:
+    """Correct the buckets with what one transport attempt really cost (re-asks included).
+
+    The first request was paid for up front at ``estimate``; validation re-asks are requests
+    of their own and are charged here. Without reported usage the estimate stands for each.
+    """
+    reported = [a.tokens_in + a.tokens_out for a in sent if a.response is not None]
+    actual = sum(reported) if reported else estimate * max(1, len(sent))
+    limiter.settle(estimate, actual, extra_requests=max(0, len(sent) - 1))
 
 
 def _retry_transport(state: Any) -> bool:

@@ -8,6 +8,7 @@ malformed JSON, ``finish_reason=length``. Every request is logged for assertions
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -148,6 +149,11 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         fake = self.server.fake
         fake._record(RecordedRequest(self.path, headers, body))
+        # the endpoint's own concurrency cap: requests beyond it queue here, like at a provider
+        with fake._slots or contextlib.nullcontext():
+            self._complete(fake, body, headers)
+
+    def _complete(self, fake: FakeOpenAIServer, body: dict[str, Any], headers: dict[str, str]) -> None:
         if fake.latency:
             time.sleep(fake.latency)
         response = fake.responder(body, headers)
@@ -208,12 +214,19 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeOpenAIServer:
-    """``with FakeOpenAIServer(responder) as srv: ... srv.base_url ...``"""
+    """``with FakeOpenAIServer(responder) as srv: ... srv.base_url ...``
+
+    ``latency`` is added to every completion; ``max_concurrency`` caps completions in progress
+    (the rest wait their turn), so ``max_concurrency / latency`` is the endpoint's best rate.
+    """
 
     def __init__(self, responder: Responder, *, latency: float = 0.0, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, max_concurrency: int | None = None) -> None:
         self.responder = responder
         self.latency = latency
+        #: at most this many completions are in progress (latency included); None: no cap
+        self.max_concurrency = max_concurrency
+        self._slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
         self.requests: list[RecordedRequest] = []
         self.completions = 0
         self._lock = threading.Lock()

@@ -1,0 +1,299 @@
+"""Benchmarks 1 and 2 of issue 10: the build's own overhead, and endpoint saturation.
+
+Generates ``--papers`` distinct fixture PDFs, serves the prompt-reading stand-in model from a
+separate process (it stands in for a remote endpoint, so its CPU is not ours), and runs the
+whole build (discovery → prefilter → fetch → extract → eligibility → construct):
+
+1. **overhead** (server latency 0): our own CPU per paper per stage, measured as this process's
+   CPU time over each stage divided by the papers it attempted (the server's CPU is in another
+   process, so what is left is ours: stage code, store, openai + instructor client). Text
+   extraction (PDF parsing) is shown but excluded from the target. With ``--prefect`` the same
+   build also runs as the ``build-arcticqa`` Prefect flow (ephemeral server) and the difference
+   is Prefect's share. Target: <= 50 ms per paper per stage.
+2. **saturation** (server latency ``--latency`` s, at most ``--endpoint-concurrency`` requests
+   in progress at the server): achieved calls/s during the model-calling stages against the
+   ideal ``concurrency / latency``. Target: >= 80%.
+
+    .venv/bin/python -m bench.bench_pipeline [--papers 200] [--mode both] [--prefect]
+        [--batch-size 200] [--paper-concurrency 128] [--latency 0.2] [--endpoint-concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from bench._fixtures import ScriptedModel, make_corpus, write_config
+
+__all__ = ["main", "StageTiming", "run_local"]
+
+TARGET_MS = 50.0
+TARGET_RATIO = 0.80
+_STORE_METHODS = ("latest_run", "start_run", "finish_run", "record_calls", "cached_output", "get_paper",
+                  "get_document", "paper_row", "family_items", "paper_ids")
+
+
+@dataclass
+class StageTiming:
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    store_s: float = 0.0  # wall time inside synchronous store calls (the event loop is blocked then)
+    papers: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _serve(latency: float, cap: int | None, conn: Connection) -> None:
+    from arcticqa.llm.local_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(ScriptedModel(), latency=latency, max_concurrency=cap) as server:
+        conn.send(server.base_url)
+        conn.recv()  # block until the parent is done
+        conn.send(server.completions)
+
+
+@contextlib.contextmanager
+def _server(latency: float, cap: int | None) -> Iterator[tuple[str, Callable[[], int]]]:
+    """The stand-in endpoint in its own process; yields (base_url, completions-so-far getter)."""
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_serve, args=(latency, cap, child), daemon=True)
+    process.start()
+    base_url = parent.recv()
+    done: list[int] = []
+
+    def completions() -> int:
+        return done[0] if done else -1
+
+    try:
+        yield base_url, completions
+    finally:
+        parent.send("stop")
+        done.append(parent.recv())
+        process.join(10)
+
+
+class _StoreTimer:
+    """Wraps the store's methods on one instance, charging their wall time to the current stage."""
+
+    def __init__(self, store: Any) -> None:
+        self.stage = "discover"
+        self.spent: dict[str, float] = defaultdict(float)
+        for name in _STORE_METHODS:
+            setattr(store, name, self._wrap(getattr(store, name)))
+
+    def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.spent[self.stage] += time.perf_counter() - started
+        return timed
+
+
+async def _local_build(config: Path) -> tuple[dict[str, StageTiming], dict[str, Any]]:
+    from arcticqa.config import load_settings
+    from arcticqa.pipeline.build import run_build
+    from arcticqa.pipeline.runner import BatchReport, StageSpec, open_build_context, run_stage_batch
+    from arcticqa.pipeline.stages import discover_papers
+
+    settings = load_settings(config)
+    timings: dict[str, StageTiming] = defaultdict(StageTiming)
+    async with open_build_context(settings) as ctx:
+        timer = _StoreTimer(ctx.store)
+
+        async def discover(c: Any) -> dict[str, Any]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = await discover_papers(c)
+            timings["discover"].wall_s += time.perf_counter() - t0
+            timings["discover"].cpu_s += time.process_time() - c0
+            return out
+
+        async def dispatch(spec: StageSpec, batch_no: int, ids: list[str]) -> BatchReport:
+            timer.stage = spec.name
+            t0, c0 = time.perf_counter(), time.process_time()
+            report = await run_stage_batch(ctx, spec, ids)
+            t = timings[spec.name]
+            t.wall_s += time.perf_counter() - t0
+            t.cpu_s += time.process_time() - c0
+            t.papers += report.attempted
+            for k, v in report.counts.items():
+                t.counts[k] = t.counts.get(k, 0) + v
+            return report
+
+        summary = await run_build(ctx, dispatch=dispatch, discover_fn=discover)
+        for stage, spent in timer.spent.items():
+            timings[stage].store_s = spent
+        calls = [c for c in ctx.store.llm_calls() if not c.cache_hit]
+        ctx.store.close()
+    extra = {"summary": summary.model_dump(mode="json"), "http_calls": len(calls),
+             "calls_by_role": dict(sorted(_count(c.role for c in calls).items())),
+             "failed_calls": sum(1 for c in calls if c.error)}
+    return dict(timings), extra
+
+
+def _count(values: Any) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for v in values:
+        out[v] += 1
+    return out
+
+
+def run_local(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
+              ) -> tuple[float, dict[str, StageTiming], dict[str, Any]]:
+    config = write_config(work, base_url=base_url, corpus=corpus, batch_size=args.batch_size,
+                          paper_concurrency=args.paper_concurrency, max_concurrency=args.model_concurrency,
+                          extra_model=args.extra_model)
+    started = time.perf_counter()
+    timings, extra = asyncio.run(_local_build(config))
+    return time.perf_counter() - started, timings, extra
+
+
+def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The same build as the ``build-arcticqa`` flow; task bodies timed from inside."""
+    import psutil
+
+    import flows.build_arcticqa as flow_module
+
+    config = write_config(work, base_url=base_url, corpus=corpus, batch_size=args.batch_size,
+                          paper_concurrency=args.paper_concurrency, max_concurrency=args.model_concurrency,
+                          extra_model=args.extra_model)
+    bodies: list[tuple[float, float, float]] = []  # (start, wall, cpu)
+    original = flow_module.run_stage_batch
+
+    async def timed(ctx: Any, spec: Any, ids: list[str]) -> Any:
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            return await original(ctx, spec, ids)
+        finally:
+            bodies.append((t0, time.perf_counter() - t0, time.process_time() - c0))
+
+    flow_module.run_stage_batch = timed  # type: ignore[assignment]
+    me = psutil.Process()
+    try:
+        started, cpu0 = time.perf_counter(), time.process_time()
+        asyncio.run(flow_module.build_arcticqa(config=str(config)))
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
+        server_cpu = sum(sum(p.cpu_times()[:2]) for p in me.children(recursive=True)
+                         if "prefect" in " ".join(_cmdline(p)))
+    finally:
+        flow_module.run_stage_batch = original  # type: ignore[assignment]
+    first = min(b[0] for b in bodies) - started
+    return {"wall_s": wall, "cpu_s": cpu, "tasks": len(bodies) + 1, "bodies_wall_s": sum(b[1] for b in bodies),
+            "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first, "server_cpu_s": server_cpu}
+
+
+def _cmdline(p: Any) -> list[str]:
+    try:
+        return list(p.cmdline())
+    except Exception:  # noqa: BLE001 - a child may exit while we look
+        return []
+
+
+def _report_overhead(n: int, wall: float, timings: dict[str, StageTiming], extra: dict[str, Any],
+                     prefect: dict[str, Any] | None) -> None:
+    print(f"\n== 1. pipeline overhead: {n} papers, server latency 0 (separate process) ==")
+    print(f"build wall {wall:.2f} s; HTTP calls {extra['http_calls']} ({extra['failed_calls']} failed); "
+          f"by role {extra['calls_by_role']}")
+    print(f"{'stage':<16}{'papers':>7}{'wall s':>9}{'CPU s':>8}{'CPU ms/paper':>14}{'store ms/paper':>16}"
+          f"{'vs 50 ms':>10}  outcome")
+    worst = 0.0
+    for stage, t in timings.items():
+        papers = t.papers if stage != "discover" else n
+        per = 1000 * t.cpu_s / papers if papers else 0.0
+        store = 1000 * t.store_s / papers if papers else 0.0
+        excluded = stage in ("discover", "extract_text")
+        if not excluded:
+            worst = max(worst, per)
+        note = "(PDF parsing: excluded)" if stage == "extract_text" else (
+            "(batch level)" if stage == "discover" else "")
+        print(f"{stage:<16}{papers:>7}{t.wall_s:>9.2f}{t.cpu_s:>8.2f}{per:>14.1f}{store:>16.1f}"
+              f"{per / TARGET_MS:>9.2f}x  {t.counts or ''} {note}")
+    print(f"worst stage (excluding PDF parsing): {worst:.1f} ms/paper = {worst / TARGET_MS:.2f} of the "
+          f"{TARGET_MS:.0f} ms target ({'met' if worst <= TARGET_MS else 'NOT met'})")
+    if prefect is not None:
+        _report_prefect(n, timings, prefect)
+
+
+def _report_prefect(n: int, timings: dict[str, StageTiming], prefect: dict[str, Any]) -> None:
+    """What Prefect adds around the same build's task bodies (server start-up, task runs)."""
+    overhead = prefect["wall_s"] - prefect["bodies_wall_s"] - timings["discover"].wall_s
+    print(f"prefect flow: wall {prefect['wall_s']:.2f} s, {prefect['tasks']} tasks, task bodies "
+          f"{prefect['bodies_wall_s']:.2f} s wall; server start until first task {prefect['startup_s']:.2f} s")
+    print(f"  Prefect's share of the flow's wall time: {overhead:.2f} s = {overhead / prefect['wall_s']:.0%} "
+          f"({1000 * (overhead - prefect['startup_s']) / prefect['tasks']:.0f} ms per task after startup); "
+          f"in-process CPU outside task bodies {prefect['cpu_s'] - prefect['bodies_cpu_s']:.2f} s, "
+          f"Prefect server process CPU {prefect['server_cpu_s']:.2f} s")
+    print(f"  per paper: {1000 * overhead / n:.1f} ms of Prefect per paper over the whole build "
+          f"({1000 * (overhead - prefect['startup_s']) / n / max(1, len(timings) - 1):.1f} ms per paper per "
+          f"stage after startup)")
+
+
+def _report_saturation(n: int, latency: float, cap: int, wall: float, timings: dict[str, StageTiming],
+                       extra: dict[str, Any], label: str) -> float:
+    model_stages = [s for s in ("eligibility", "construct") if s in timings]
+    window = sum(timings[s].wall_s for s in model_stages)
+    calls = extra["http_calls"]
+    rate = calls / window if window else 0.0
+    ideal = cap / latency
+    print(f"\n== 2. endpoint saturation{label}: {n} papers, latency {latency:g} s, endpoint cap {cap} ==")
+    print(f"build wall {wall:.2f} s; model-calling stages ({', '.join(model_stages)}) {window:.2f} s; "
+          f"HTTP calls {calls} ({extra['failed_calls']} failed); by role {extra['calls_by_role']}")
+    for s in model_stages:
+        t = timings[s]
+        print(f"  {s:<12} wall {t.wall_s:6.2f} s, CPU {t.cpu_s:6.2f} s, store {t.store_s:6.2f} s, {t.counts}")
+    print(f"throughput: {rate:.1f} calls/s; ideal {ideal:.0f} calls/s ({cap} / {latency:g} s); "
+          f"ratio {rate / ideal:.2f} (target >= {TARGET_RATIO:.2f})")
+    return rate / ideal
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--papers", type=int, default=200)
+    parser.add_argument("--mode", choices=("overhead", "saturation", "both"), default="both")
+    parser.add_argument("--prefect", action="store_true", help="also run the overhead build as the Prefect flow")
+    parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--paper-concurrency", type=int, default=128)
+    parser.add_argument("--model-concurrency", type=int, default=64, help="the model config's max_concurrency")
+    parser.add_argument("--extra-model", default="", help="extra TOML lines for the model config")
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--endpoint-concurrency", type=int, default=64)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PREFECT_HOME", str(Path(".arcticqa/prefect").resolve()))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    # as in the Makefile: the 20 s default is too thin on a loaded 2-core machine
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    with tempfile.TemporaryDirectory(prefix="arcticqa-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        started = time.perf_counter()
+        corpus = make_corpus(tmp / "corpus", args.papers)
+        print(f"generated {args.papers} fixture PDFs in {time.perf_counter() - started:.1f} s; batch_size "
+              f"{args.batch_size}, paper_concurrency {args.paper_concurrency}, model max_concurrency "
+              f"{args.model_concurrency}")
+        if args.mode in ("overhead", "both"):
+            with _server(0.0, None) as (base_url, _):
+                wall, timings, extra = run_local(tmp / "overhead", corpus, base_url, args)
+                _report_overhead(args.papers, wall, timings, extra, None)
+                if args.prefect:
+                    prefect = run_prefect(tmp / "prefect", corpus, base_url, args)
+                    _report_prefect(args.papers, timings, prefect)
+        if args.mode in ("saturation", "both"):
+            with _server(args.latency, args.endpoint_concurrency) as (base_url, _):
+                wall, timings, extra = run_local(tmp / "saturation", corpus, base_url, args)
+            _report_saturation(args.papers, args.latency, args.endpoint_concurrency, wall, timings, extra, "")
+
+
+if __name__ == "__main__":
+    main()
