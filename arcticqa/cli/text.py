@@ -20,7 +20,9 @@ def extract_text_command(
     file: Annotated[Path, typer.Argument(help="The PDF to extract.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the document as JSON.")] = False,
     max_pages: Annotated[int, typer.Option(help="Page cap.")] = 600,
-    time_limit: Annotated[float, typer.Option(help="Time limit in seconds (checked between pages).")] = 120.0,
+    time_limit: Annotated[float, typer.Option(help="Time limit in seconds (checked between pages; the "
+                                                    "extractor process is killed soon after).")] = 120.0,
+    memory_limit: Annotated[int, typer.Option(min=768, help="Memory cap of the extractor process in MB.")] = 2048,
 ) -> None:
     """Extract one PDF exactly as the extract_text stage does and show the result."""
     from arcticqa.stages.extract_text import ExtractionLimits, extract_document
@@ -31,7 +33,8 @@ def extract_text_command(
         data = file.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=str(file)) from exc
-    document = extract_document(data, ExtractionLimits(max_pages=max_pages, time_limit_s=time_limit))
+    document = extract_document(data, ExtractionLimits(max_pages=max_pages, time_limit_s=time_limit,
+                                                       memory_limit_mb=memory_limit))
     if as_json:
         payload = {
             "status": document.status,

@@ -4,12 +4,15 @@ Every report is computed from :class:`ResponseRecord` rows. Reading a published 
 (``responses.csv`` or ``responses.jsonl``) re-derives each outcome from ``raw_response_text``
 and the options the call showed, with the strict parser, and keeps the recorded outcome so
 that disagreements can be reported (:func:`rederivation_disagreements`).
+
+Response files are untrusted input: lines are size-capped before they are decoded, must be
+strict UTF-8 JSON/CSV, may only carry known columns (:data:`RESPONSE_FIELDS`) with the right
+types, and every problem is an :class:`~arcticqa.errors.InputError` naming file, line and field.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +20,10 @@ from typing import Any, Literal
 
 from arcticqa.errors import InputError
 from arcticqa.evaluate.outcomes import CONDITIONS, OUTCOMES, ShownOption, score_reply
+from arcticqa.release.jsonio import MAX_LINE_BYTES, iter_jsonl
 
 __all__ = [
+    "RESPONSE_FIELDS",
     "ResponseRecord",
     "Disagreement",
     "load_published_responses",
@@ -30,6 +35,20 @@ __all__ = [
 
 _LETTERS = "ABCDE"
 _REFUSAL_FINISH = {"refusal", "content_filter", "safety"}
+
+#: the columns a response file may carry: the published ArcticQA v1 ``responses.csv`` header,
+#: the JSONL ``options`` list, and the evaluator's own ``eval_response`` columns
+RESPONSE_FIELDS = frozenset({
+    "trial_id", "item_id", "model", "model_label", "condition", "trial", "option_A", "option_B", "option_C",
+    "option_D", "option_E", "correct_letter", "gold_letter", "abstain_letter", "raw_response_text",
+    "chosen_letter", "chosen_kind", "outcome", "valid", "invalid_cause", "finish_reason", "recorded_at_utc",
+    "options", "run_id", "eval_set", "model_position", "api_model", "order_seed", "prompt_version",
+    "prompt_sha256", "parser", "lenient_letter", "lenient_outcome", "cause", "usage", "latency_s",
+    "attempts", "cost_usd", "error",
+})
+#: fields that must be text (or absent/null) when present
+_TEXT_FIELDS = ("item_id", "model", "model_label", "condition", "raw_response_text", "finish_reason",
+                "outcome", "invalid_cause")
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,12 @@ def record_from_published(row: Mapping[str, Any], options: Sequence[ShownOption]
     for name in ("item_id", "model", "condition", "trial"):
         if row.get(name) in (None, ""):
             raise InputError("missing value", path=path, line=line, field=name)
+    for name in _TEXT_FIELDS:
+        if row.get(name) is not None and not isinstance(row[name], str):
+            raise InputError(f"expected text, got {type(row[name]).__name__}", path=path, line=line, field=name)
+    if isinstance(row["trial"], bool | float) or not isinstance(row["trial"], int | str):
+        raise InputError(f"trial must be an integer, not {row['trial']!r}"[:200], path=path, line=line,
+                         field="trial")
     condition = str(row["condition"])
     if condition not in CONDITIONS:
         raise InputError(f"condition must be one of {', '.join(CONDITIONS)}, not {condition!r}",
@@ -142,29 +167,65 @@ def _jsonl_options(row: Mapping[str, Any], *, path: str, line: int) -> list[Show
     return options
 
 
-def _iter_published_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], list[ShownOption]]]:
+def _unknown_field(fields: Iterable[str], *, path: str, line: int) -> None:
+    extra = sorted(set(fields) - RESPONSE_FIELDS)
+    if extra:
+        raise InputError("unknown field (known: the v1 responses.csv columns, 'options' and the "
+                         "evaluator's columns)", path=path, line=line, field=extra[0][:100])
+
+
+class _BoundedLines:
+    """The file's lines as text: each is refused when longer than MAX_LINE_BYTES (before it is
+    held whole) or not UTF-8, naming its physical line; ``line`` is the last line read."""
+
+    def __init__(self, handle: Any, path: str) -> None:
+        self.handle, self.path, self.line = handle, path, 0
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            raw = self.handle.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            self.line += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputError(f"line is longer than {MAX_LINE_BYTES} bytes", path=self.path, line=self.line)
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"invalid UTF-8 at byte {exc.start}", path=self.path, line=self.line) from None
+
+
+def _iter_csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], list[ShownOption]]]:
     name = str(path)
-    if path.suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as handle:
-            reader = csv.DictReader(handle)
-            missing = {"item_id", "model", "condition", "trial", "raw_response_text"} - set(reader.fieldnames or [])
+    with path.open("rb") as handle:
+        lines = _BoundedLines(handle, name)
+        # strict: an unterminated quote (a cut-off file) is an error, not a field that runs to EOF
+        reader = csv.DictReader(lines, strict=True)
+        try:
+            fields = reader.fieldnames or []
+            missing = {"item_id", "model", "condition", "trial", "raw_response_text"} - set(fields)
             if missing:
                 raise InputError("missing column", path=name, line=1, field=sorted(missing)[0])
+            _unknown_field(fields, path=name, line=1)
+            if len(set(fields)) != len(fields):
+                raise InputError("a column name occurs twice", path=name, line=1)
             for row in reader:
-                # reader.line_num is the physical line where the record ends (multi-line replies).
-                yield reader.line_num, row, _csv_options(row, path=name, line=reader.line_num)
+                if None in row:  # more cells than the header has columns
+                    raise InputError("more values than columns", path=name, line=lines.line)
+                # lines.line is the physical line where the record ends (multi-line replies).
+                yield lines.line, row, _csv_options(row, path=name, line=lines.line)
+        except csv.Error as exc:
+            raise InputError(f"malformed CSV: {exc}", path=name, line=lines.line) from None
+
+
+def _iter_published_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], list[ShownOption]]]:
+    if path.suffix == ".csv":
+        yield from _iter_csv_rows(path)
         return
-    with path.open(encoding="utf-8") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", path=name, line=line_no) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=name, line=line_no)
-            yield line_no, row, _jsonl_options(row, path=name, line=line_no)
+    name = str(path)
+    for line_no, row in iter_jsonl(path, skip_blank=True):
+        _unknown_field(row, path=name, line=line_no)
+        yield line_no, row, _jsonl_options(row, path=name, line=line_no)
 
 
 def load_published_responses(path: Path | str) -> tuple[list[ResponseRecord], list[int]]:

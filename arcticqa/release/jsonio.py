@@ -80,10 +80,11 @@ def _decode(raw: bytes, path: Path, line: int | None) -> Any:
         raise InputError(f"invalid JSON: {exc}", path=str(path), line=line) from None
 
 
-def iter_jsonl_lenient(path: Path, *,
-                       max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
+def iter_jsonl_lenient(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES, skip_blank: bool = False
+                       ) -> Iterator[tuple[int, dict[str, Any] | InputError]]:
     """Yield ``(line number, object or the error of that line)``; a validator keeps going past a
-    bad line. Reading stops after an over-long line, since its end cannot be found cheaply."""
+    bad line. Reading stops after an over-long line, since its end cannot be found cheaply.
+    Blank lines are errors unless ``skip_blank`` (files written by other tools)."""
     with path.open("rb") as fh:
         lineno = 0
         while True:
@@ -102,6 +103,8 @@ def iter_jsonl_lenient(path: Path, *,
                                          path=str(path), line=lineno)
                 return
             body = raw.rstrip(b"\r\n")
+            if not body.strip() and skip_blank:
+                continue
             if not body.strip():
                 yield lineno, InputError("empty line", path=str(path), line=lineno)
                 continue
@@ -117,9 +120,10 @@ def iter_jsonl_lenient(path: Path, *,
             yield lineno, obj
 
 
-def iter_jsonl(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES, skip_blank: bool = False
+               ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line number, object)`` for each line; the first bad line raises InputError."""
-    for lineno, obj in iter_jsonl_lenient(path, max_line_bytes=max_line_bytes):
+    for lineno, obj in iter_jsonl_lenient(path, max_line_bytes=max_line_bytes, skip_blank=skip_blank):
         if isinstance(obj, InputError):
             raise obj
         yield lineno, obj

@@ -123,7 +123,11 @@ def _install(tmp: Path, target: Path, overwrite: bool) -> None:
     except BaseException:
         os.replace(backup, target)
         raise
-    shutil.rmtree(backup, ignore_errors=True)
+    if backup.is_symlink():
+        # the old target was a link to a folder elsewhere: drop the link, never what it points at
+        backup.unlink()
+    else:
+        shutil.rmtree(backup, ignore_errors=True)  # rmtree does not follow symlinks inside
 
 
 def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, prompt: dict[str, Any],

@@ -4,6 +4,10 @@ Every source (the live S2 API, a snapshot JSONL, S2 Datasets files) yields :clas
 objects grouped in :class:`SourcePage` objects. A record that does not validate as a
 :class:`~arcticqa.papers.PaperRecord` is still kept, carrying a ``discover.invalid_record``
 rejection, so the store can show the user exactly which line or field was wrong.
+
+``localPdf`` names a file on this machine, so it is trusted only from a file source and only
+inside that file's folder: a record from the live API that carries one, or one whose path
+escapes the folder (``../``, an absolute path elsewhere, a symlink pointing out), is rejected.
 """
 
 from __future__ import annotations
@@ -83,15 +87,38 @@ def parse_record(raw: Any, *, query: str, page: int, fetched_at: datetime, origi
             paper_id=raw.get("paperId") if isinstance(raw.get("paperId"), str) else None)
         return RawRecord(query=query, page=page, fetched_at=fetched_at, origin=origin, line=line,
                          raw=raw, rejection=rejection)
+    problem = _local_pdf_problem(paper.localPdf, origin)
+    if problem is not None:
+        rejection = INVALID_RECORD.reject(f"{where}: field 'localPdf': {problem}", origin=origin, line=line,
+                                          field="localPdf", paper_id=paper.paperId)
+        return RawRecord(query=query, page=page, fetched_at=fetched_at, origin=origin, line=line,
+                         raw=raw, rejection=rejection)
     return RawRecord(query=query, page=page, fetched_at=fetched_at, origin=origin, line=line,
                      raw=raw, paper=paper)
 
 
+def _local_pdf_problem(local_pdf: str | None, origin: str) -> str | None:
+    """Why ``local_pdf`` may not be followed, or None when it stays inside the source's folder."""
+    if not local_pdf:
+        return None
+    if origin == "s2":
+        return "a record from the live API may not name a local file"
+    base = Path(origin).parent.resolve()
+    try:
+        # resolve() follows symlinks, so a link inside the folder that points out is caught too
+        target = (base / local_pdf).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a NUL byte
+        return f"unusable path ({type(exc).__name__})"
+    if not target.is_relative_to(base):
+        return f"the path escapes the folder of {Path(origin).name} (it must stay inside {base})"
+    return None
+
+
 def resolve_local_pdf(record: RawRecord) -> Path | None:
-    """The absolute path of a snapshot record's ``localPdf`` (stored relative to its JSONL file)."""
+    """The absolute path of a snapshot record's ``localPdf`` (stored relative to its JSONL file);
+    None when there is none or it may not be followed (see :func:`parse_record`)."""
     if record.paper is None or not record.paper.localPdf:
         return None
-    pdf = Path(record.paper.localPdf)
-    if pdf.is_absolute() or record.origin == "s2":
-        return pdf
-    return (Path(record.origin).parent / pdf).resolve()
+    if _local_pdf_problem(record.paper.localPdf, record.origin) is not None:
+        return None
+    return (Path(record.origin).parent / record.paper.localPdf).resolve()

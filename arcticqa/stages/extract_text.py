@@ -3,8 +3,11 @@
 A plain function with no store and no Prefect: the runner persists the returned Document (its
 ``status``, ``message``, text, sections, spans, chunks, warnings and stats). Failures are
 statuses (``encrypted``, ``corrupt``, ``not_pdf``, ``no_text_layer``, ``empty``, ``timeout``,
-``too_many_pages``), never exceptions; only a missing or unreadable file raises. The method
-is described in ``docs/fulltext.md``; the machinery lives in :mod:`arcticqa.text`.
+``too_many_pages``, ``too_large``), never exceptions; only a missing or unreadable file raises.
+By default (``ExtractionLimits.isolate``) the PDF is parsed in a child process with a hard
+memory cap and a wall-clock kill (:mod:`arcticqa.text.isolate`), so a hostile PDF cannot take
+the build down. The method is described in ``docs/fulltext.md``; the machinery lives in
+:mod:`arcticqa.text`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from arcticqa.errors import StageError
 from arcticqa.evidence import Document
 from arcticqa.rules import Rejection, rule
 from arcticqa.text.extract import ExtractionLimits, extract_pdf_bytes
+from arcticqa.text.isolate import extract_isolated
 
 __all__ = ["STAGE", "ExtractionLimits", "extract_document", "NOT_EXTRACTED", "rejection_for"]
 
@@ -34,6 +38,9 @@ def extract_document(pdf: Path | bytes, limits: ExtractionLimits | None = None) 
             data = Path(pdf).read_bytes()
         except OSError as exc:
             raise StageError(f"{pdf}: cannot read PDF: {exc.strerror or exc}") from exc
+    limits = limits or ExtractionLimits()
+    if limits.isolate:
+        return extract_isolated(data, limits)
     return extract_pdf_bytes(data, limits)
 
 

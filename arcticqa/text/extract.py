@@ -8,7 +8,9 @@ non-evidence section, then cut evidence paragraphs into sentence-complete spans 
 
 Limits: a page cap checked before any page is read, and a time limit checked *between* pages
 (and once after layout) — a single pathological page can overrun it, because MuPDF cannot be
-interrupted inside one ``get_text`` call.
+interrupted inside one ``get_text`` call. That is why the stage runs this in a child process
+(:mod:`arcticqa.text.isolate`) with a hard memory cap and a wall-clock kill: a decompression bomb
+of a few hundred KiB can otherwise take gigabytes and minutes inside one call.
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ class ExtractionLimits(BaseModel):
     chunk_overlap_chars: int = Field(500, ge=0)
     #: also cut figure/table captions into spans (flagged ``is_caption=True``); off by default
     caption_spans: bool = False
+    #: run each extraction in a child process with the hard limits below (see arcticqa.text.isolate)
+    isolate: bool = True
+    #: the child's address-space cap (RLIMIT_AS; the interpreter and MuPDF take ~0.6 GB of it
+    #: before the PDF is read); a PDF needing more is ``too_large``
+    memory_limit_mb: int = Field(2048, ge=768)
 
 
 @dataclass
@@ -62,6 +69,12 @@ class _Section:
     kind: str
     evidence: bool
     paragraphs: list[_Paragraph] = field(default_factory=list)
+
+
+def _is_memory_error(exc: BaseException) -> bool:
+    # MuPDF reports a refused allocation as a generic error naming malloc/calloc/realloc
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or "alloc (" in text or "out of memory" in text
 
 
 def _failed(sha: str, status: str, message: str, pages: int = 0, **stats: Any) -> Document:
@@ -90,7 +103,8 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
     except pymupdf.EmptyFileError as exc:
         return _failed(sha, "empty", str(exc))
     except Exception as exc:  # MuPDF raises FileDataError/RuntimeError for damaged files
-        return _failed(sha, "corrupt", f"{type(exc).__name__}: {exc}")
+        status = "too_large" if _is_memory_error(exc) else "corrupt"
+        return _failed(sha, status, f"{type(exc).__name__}: {str(exc)[:300]}")
     with doc:
         if doc.needs_pass:
             return _failed(sha, "encrypted", "the PDF needs a password to open")
@@ -119,6 +133,9 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
                 images += len(page.get_images(full=False))
                 in_mupdf += time.perf_counter() - t0
             except Exception as exc:
+                if _is_memory_error(exc):  # a bomb: the next pages would only fail the same way
+                    return _failed(sha, "too_large", f"page {index + 1} needs more memory than allowed "
+                                   f"({type(exc).__name__}: {str(exc)[:200]})", pages=page_count)
                 failed_pages += 1
                 warnings.append(f"page {index + 1}: {type(exc).__name__}: {exc}")
                 pages.append([])

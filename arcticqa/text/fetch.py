@@ -27,6 +27,8 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel, Field
 
+from arcticqa.errors import InputError
+
 __all__ = [
     "FetchStatus",
     "FetchPolicy",
@@ -36,6 +38,7 @@ __all__ = [
     "store_pdf_bytes",
     "store_pdf_file",
     "pdf_cache_dir",
+    "cached_pdf_path",
     "is_redistributable",
 ]
 
@@ -98,6 +101,17 @@ def pdf_cache_dir(data_dir: Path) -> Path:
     return Path(data_dir) / "pdf"
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def cached_pdf_path(cache_dir: Path, sha: str) -> Path:
+    """``<cache_dir>/<sha>.pdf``; anything but 64 lowercase hex digits is refused, so a name
+    from elsewhere (a stored row, a map) can never point outside the cache."""
+    if not isinstance(sha, str) or not _SHA256.match(sha):
+        raise InputError(f"not a SHA-256 hex digest: {str(sha)[:80]!r}", path=str(cache_dir))
+    return Path(cache_dir) / f"{sha}.pdf"
+
+
 def is_redistributable(license_name: str | None, policy: FetchPolicy) -> bool:
     if not license_name:
         return False
@@ -129,7 +143,7 @@ def _default_limiter(per_host: int) -> HostLimiter:
 
 
 def _store_temp(tmp: Path, sha: str, cache_dir: Path) -> Path:
-    target = cache_dir / f"{sha}.pdf"
+    target = cached_pdf_path(cache_dir, sha)
     if target.exists():
         tmp.unlink(missing_ok=True)
     else:

@@ -3,7 +3,8 @@
 The map has a header row with ``file`` and at least one of ``doi`` and ``paper_id``; each row
 names a file relative to the PDF directory and the paper it belongs to. Every row is checked
 (columns, file present, ``%PDF-`` header, no duplicate paper) before anything is copied, so a bad
-map leaves the cache untouched; errors name the map file, line and field.
+map leaves the cache untouched; errors name the map file, line and field. A file name may not
+leave the PDF directory: ``../``, absolute paths and symlinks pointing out are refused.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class IngestedPdf(BaseModel):
 def read_pdf_map(pdf_dir: Path, map_csv: Path) -> list[IngestedPdf]:
     """Parse and validate the map (no copying). Raises InputError naming file/line/field."""
     where = str(map_csv)
+    root = pdf_dir.resolve()
     try:
         handle = map_csv.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
@@ -62,6 +64,9 @@ def read_pdf_map(pdf_dir: Path, map_csv: Path) -> list[IngestedPdf]:
                 raise InputError(f"{doi!r} is not a DOI (it must start with '10.')", path=where,
                                  line=line, field="doi")
             source = (pdf_dir / name).resolve()
+            if not source.is_relative_to(root):  # resolve() has followed any symlink already
+                raise InputError(f"{name!r} is outside the PDF directory {root}", path=where, line=line,
+                                 field="file")
             try:
                 with source.open("rb") as fh:
                     head = fh.read(1024)
