@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check arcticqa flows tests bench
 
 typecheck: $(STAMP)
-	$(BIN)/mypy arcticqa
+	$(BIN)/mypy arcticqa flows
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q

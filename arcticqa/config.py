@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -39,6 +39,10 @@ __all__ = [
 
 DEFAULT_CONFIG_NAME = "arcticqa.toml"
 
+#: keys read from the ``.env`` file the user points to (``env_file`` / ``$ARCTICQA_ENV_FILE``);
+#: kept here, never copied into ``os.environ`` or into any settings dump
+_DOTENV: dict[str, str] = {}
+
 #: Model roles of the build pipeline. The evaluator's roles are the model names it evaluates.
 ROLES: tuple[str, ...] = (
     "site_extractor",
@@ -51,7 +55,13 @@ ROLES: tuple[str, ...] = (
 )
 
 
-class ModelConfig(BaseModel):
+class _Section(BaseModel):
+    """A settings section: a misspelt key is an error naming it, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(_Section):
     """How one role reaches a model. ``provider='offline'`` uses the rule-based baseline."""
 
     provider: Literal["openai", "offline"] = "openai"
@@ -89,14 +99,14 @@ class ModelConfig(BaseModel):
             return "offline"
         if not self.api_key_env:
             return "not-needed"
-        value = os.environ.get(self.api_key_env)
+        value = os.environ.get(self.api_key_env) or _DOTENV.get(self.api_key_env)
         if value is None:
             raise ConfigError(f"environment variable {self.api_key_env} (API key for model "
                               f"{self.model!r}) is not set")
         return value
 
 
-class StoreSettings(BaseModel):
+class StoreSettings(_Section):
     #: any SQLAlchemy URL: sqlite:///FILE (default) or postgresql+psycopg://USER@HOST:PORT/DB
     url: str = "sqlite:///arcticqa.db"
     busy_timeout_s: float = 30.0
@@ -106,7 +116,7 @@ class StoreSettings(BaseModel):
     stale_after_s: float = Field(30.0, gt=0)
 
 
-class BuildSettings(BaseModel):
+class BuildSettings(_Section):
     data_dir: Path = Path(".arcticqa/data")
     batch_size: int = Field(50, ge=1)
     paper_concurrency: int = Field(8, ge=1)
@@ -138,7 +148,7 @@ class BuildSettings(BaseModel):
     dask_workers: int = Field(2, ge=1)
 
 
-class DiscoverySettings(BaseModel):
+class DiscoverySettings(_Section):
     """The live Semantic Scholar source (``source = "s2"``)."""
 
     api_url: str | None = None  # None: the public API
@@ -149,7 +159,7 @@ class DiscoverySettings(BaseModel):
     page_size: int = Field(500, ge=1)  # lines per page for file sources
 
 
-class PolicyFiles(BaseModel):
+class PolicyFiles(_Section):
     """Policy files; each decision records the hash of the file it applied."""
 
     metadata: Path | None = None  # None: data/policies/metadata.toml
@@ -177,6 +187,8 @@ class Settings(BaseSettings):
     fetch: FetchPolicy = Field(default_factory=FetchPolicy)
     #: ExtractionLimits fields (max_pages, time_limit_s, max_span_chars, ...); see docs/fulltext.md
     extraction: dict[str, Any] = Field(default_factory=dict)
+    #: a dotenv file holding API keys (read at load time, never stored); or $ARCTICQA_ENV_FILE
+    env_file: Path | None = None
     models: dict[str, ModelConfig] = Field(default_factory=_default_models)
     roles: dict[str, str] = Field(default_factory=_default_roles)
 
@@ -213,8 +225,20 @@ class Settings(BaseSettings):
 
     def fingerprint(self) -> str:
         """A hash of the settings that change outputs (recorded in manifests)."""
-        payload = self.model_dump(mode="json", exclude={"store"})
+        payload = self.model_dump(mode="json", exclude={"store", "env_file"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _load_dotenv(path: Path | str | None) -> None:
+    if not path:
+        return
+    from dotenv import dotenv_values
+
+    env_path = Path(path)
+    if not env_path.is_file():
+        raise ConfigError(f"{env_path}: env file not found")
+    _DOTENV.clear()
+    _DOTENV.update({k: v for k, v in dotenv_values(env_path).items() if v is not None})
 
 
 def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
@@ -238,7 +262,9 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
             raise ConfigError(f"{toml_path}: invalid TOML: {exc}") from exc
     Settings._toml_path = toml_path
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
+        _load_dotenv(settings.env_file or os.environ.get("ARCTICQA_ENV_FILE"))
+        return settings
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])

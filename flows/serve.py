@@ -6,6 +6,9 @@ With a Prefect server running (``prefect server start``) and ``PREFECT_API_URL``
     prefect deployment run 'build-arcticqa/local' --param config=arcticqa.toml --watch
 
 Prefect requires the ``<flow>/<deployment>`` form; the bare deployment name is rejected.
+
+``serve`` runs flow runs in this one process. To spread builds over several machines or
+processes, deploy to a process work pool instead (``flows/deploy.py``, ``docs/scale-out.md``).
 """
 
 from __future__ import annotations

@@ -7,18 +7,27 @@ tests drive the real openai + instructor path over loopback HTTP.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import os
 import re
+import shutil
+import socket
+import subprocess
+import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from arcticqa.llm.local_server import Fault, Reply, json_reply, role_of
 from arcticqa.text.render import PaperSource, render_paper_pdf
 
-__all__ = ["SITES", "make_corpus", "ScriptedModel", "write_config"]
+__all__ = ["SITES", "MORE_SITES", "make_corpus", "ScriptedModel", "write_config", "postgres_server"]
 
 #: (site name, latitude, longitude, percent decrease) per fixture paper
 SITES = [
@@ -27,12 +36,21 @@ SITES = [
     ("Kongsfjorden", 78.95, 11.9, 12),
 ]
 
+#: further Arctic sites, so scale-out tests can build more than three papers (papers 3, 4, ...)
+MORE_SITES = [
+    ("Barents Sea", 76.0, 35.0, 15),
+    ("Laptev Sea", 76.5, 125.0, 21),
+    ("Kara Sea", 75.0, 70.0, 14),
+    ("East Siberian Sea", 74.0, 160.0, 19),
+    ("Hinlopen Strait", 79.5, 19.0, 16),
+]
+
 _SPAN = re.compile(r"\[(sp-[0-9a-f]+)\] \((\w+)\) (.*)")
 _DECREASE = re.compile(r"decreased by (\d+)%")
 
 
 def _paper(i: int) -> tuple[dict[str, Any], PaperSource]:
-    site, lat, lon, pct = SITES[i]
+    site, lat, lon, pct = (SITES + MORE_SITES)[i]
     pid = hashlib.sha1(f"fixture-{i}".encode()).hexdigest()
     source = PaperSource(
         title=f"Sea-ice thinning at the {site} mooring",
@@ -64,7 +82,8 @@ def _paper(i: int) -> tuple[dict[str, Any], PaperSource]:
 
 
 def make_corpus(directory: Path, n: int = 3) -> Path:
-    """Render ``n`` fixture papers and their S2-shaped snapshot; returns the JSONL path."""
+    """Render ``n`` (at most ``len(SITES + MORE_SITES)``) fixture papers and their S2-shaped
+    snapshot; returns the JSONL path."""
     (directory / "pdf").mkdir(parents=True, exist_ok=True)
     lines = []
     for i in range(n):
@@ -143,14 +162,15 @@ class ScriptedModel:
 
 
 def write_config(directory: Path, *, base_url: str, corpus: Path, api_key_env: str = "ARCTICQA_TEST_KEY",
-                 extra: str = "") -> Path:
-    """An arcticqa.toml that sends every role to the stand-in server."""
+                 extra: str = "", store_url: str | None = None) -> Path:
+    """An arcticqa.toml that sends every role to the stand-in server (``extra``: more [build] keys;
+    ``store_url``: a store other than ``<directory>/arcticqa.db``)."""
     roles = "\n".join(f'{r} = "stand-in"' for r in (
         "site_extractor", "finding_extractor", "question_writer", "reconstructor", "verifier",
         "distractor_writer", "option_verifier"))
     text = f'''
 [store]
-url = "sqlite:///{directory / 'arcticqa.db'}"
+url = "{store_url or f"sqlite:///{directory / 'arcticqa.db'}"}"
 
 [build]
 data_dir = "{directory / 'data'}"
@@ -178,3 +198,56 @@ price_out_per_mtok = 2.0
     path = directory / "arcticqa.toml"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def postgres_server(db: str = "arcticqa") -> Iterator[str]:
+    """A throwaway PostgreSQL server on a free loopback port; yields the SQLAlchemy URL of ``db``.
+
+    Uses the Debian packages' binaries (``apt-get install -y postgresql``) and skips when they
+    are absent. PostgreSQL refuses to run as root, so as root the cluster belongs to the
+    ``postgres`` user, in a fresh folder under the system temp dir (pytest's tmp_path is
+    root-only). Durability is switched off: the data dies with the test.
+    """
+    bindirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
+    bindir = next((Path(b) for b in reversed(bindirs) if (Path(b) / "initdb").exists()), None)
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin "
+                    "(apt-get install -y postgresql)")
+    as_root = os.geteuid() == 0
+    prefix = ["runuser", "-u", "postgres", "--"] if as_root else []
+    if as_root and shutil.which("runuser") is None:
+        pytest.skip("running as root, and runuser (util-linux) is missing to start PostgreSQL as postgres")
+    base = Path(tempfile.mkdtemp(prefix="arcticqa-pg-"))
+    if as_root:
+        shutil.chown(base, user="postgres", group="postgres")
+    data, port = base / "data", _free_port()
+
+    def run(*args: str) -> None:
+        proc = subprocess.run([*prefix, *args], capture_output=True, text=True, timeout=120, cwd=base)
+        if proc.returncode != 0:
+            log = (base / "server.log").read_text() if (base / "server.log").exists() else ""
+            raise RuntimeError(f"{args[0]} failed: {proc.stdout}{proc.stderr}{log}")
+
+    started = False
+    try:
+        run(str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+            "--no-sync", "--no-instructions")
+        run(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(base / "server.log"), "-w", "-t", "60",
+            "-o", f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
+                  "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200", "start")
+        started = True
+        if db != "postgres":  # initdb made that one
+            run(str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", db)
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/{db}"
+    finally:
+        if started:
+            subprocess.run([*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"],
+                           capture_output=True, timeout=60, cwd=base)
+        shutil.rmtree(base, ignore_errors=True)

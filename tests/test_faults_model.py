@@ -75,9 +75,6 @@ def test_transient_transport_faults_are_retried_to_success(name: str, faults: li
     assert records[-1].error is None and records[-1].parsed == {"word": "ice", "n": 1}
 
 
-@pytest.mark.xfail(strict=True, reason="the gateway's retry wait reads Retry-After from instructor's "
-                   "InstructorRetryException, which does not carry the HTTP response; the header is "
-                   "ignored (fix in arcticqa/llm/clients.py retry_after_seconds, see docs/reliability.md)")
 def test_retry_after_is_honoured() -> None:
     # backoff is 1 ms, so only the server's Retry-After can explain a 0.4 s wait
     with FakeOpenAIServer(by_role({"verifier": [Fault(429, retry_after=0.4), GOOD]})) as srv:
@@ -117,9 +114,6 @@ def test_persistent_faults_raise_the_named_error_with_every_attempt_recorded(
         assert recorder.records[0].raw_response is not None  # what the model said is kept
 
 
-@pytest.mark.xfail(strict=True, reason="gateway does not recognise refusals: a message.refusal or "
-                   "finish_reason=content_filter is re-asked and reported as 'failed validation' "
-                   "(fix in arcticqa/llm/gateway.py, see docs/reliability.md)")
 @pytest.mark.parametrize("reply", [Reply(None, refusal=REFUSAL), Reply(None, finish_reason="content_filter")],
                          ids=["refusal_field", "content_filter"])
 def test_a_refusal_is_recorded_as_a_refusal_and_not_re_asked(reply: Reply) -> None:
@@ -225,9 +219,6 @@ def _capped(tmp_path: Path, corpus: Path, srv: FakeOpenAIServer) -> tuple[Path, 
         return config, None
 
 
-@pytest.mark.xfail(strict=True, reason="run_build counts BudgetExceeded failures towards the batch "
-                   "failure threshold and raises FailureThresholdExceeded instead of stopping with "
-                   "summary.stopped (fix in arcticqa/pipeline/build.py, see docs/reliability.md)")
 def test_budget_cap_mid_run_stops_cleanly(tmp_path: Path) -> None:
     corpus = make_corpus(tmp_path / "corpus", n=2)
     with FakeOpenAIServer(ScriptedModel()) as srv:

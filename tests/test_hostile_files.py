@@ -176,10 +176,6 @@ def test_hostile_release_files(tmp_path: Path, name: str, file: str, edit: Calla
     assert _tree(tmp_path) == before  # nothing written anywhere
 
 
-@pytest.mark.xfail(strict=True, reason="evaluate score reads responses with open(encoding='utf-8') in "
-                   "arcticqa/evaluate/protocols.py: invalid UTF-8 is a UnicodeDecodeError traceback (exit 1) "
-                   "and a 100 MB line is held whole (fix: read with release.jsonio.iter_jsonl, see "
-                   "docs/reliability.md)")
 def test_evaluate_score_refuses_invalid_utf8_with_a_named_error(tmp_path: Path) -> None:
     item = {"item_id": "q1", "question": "Q?", "question_context": "", "gold_answer": "g",
             "distractors": [{"rank": r, "text": f"d{r}"} for r in range(4)]}

@@ -88,10 +88,6 @@ class EchoingEndpoint(ScriptedModel):
                                                      "type": "invalid_request_error", "code": "invalid_api_key"}}))
 
 
-@pytest.mark.xfail(strict=True, reason="the gateway records the endpoint's error body verbatim in "
-                   "llm_call.error/raw_response and stage_run.error_message; a body that quotes the key "
-                   "leaks it (fix: redact configured key values in arcticqa/llm/gateway.py, see "
-                   "docs/reliability.md)")
 def test_an_endpoint_that_echoes_the_key_does_not_get_it_stored(tmp_path: Path) -> None:
     corpus = make_corpus(tmp_path / "corpus", n=1)
     with FakeOpenAIServer(EchoingEndpoint()) as srv:

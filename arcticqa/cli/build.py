@@ -58,10 +58,13 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
         os.environ["ARCTICQA_BUILD__KEYWORDS_FILE"] = str(keywords)
     try:
         if orchestrator is Orchestrator.prefect:
-            from flows.build_arcticqa import build_arcticqa
+            from flows.build_arcticqa import flow_for
 
-            summary = asyncio.run(build_arcticqa(config=cfg_path, resume=resume,
-                                                 retry_rejected=retry_rejected or [], source=source))
+            # build.task_runner picks the in-process runner or Dask (docs/scale-out.md)
+            # Flow.__call__ is typed for sync flows; this one is async, so it returns a coroutine
+            run: Any = flow_for(load_settings(cfg_path))(config=cfg_path, resume=resume,
+                                                         retry_rejected=retry_rejected or [], source=source)
+            summary: dict[str, Any] = asyncio.run(run)
         else:
             settings = load_settings(cfg_path)
             if source:
@@ -75,7 +78,7 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     except FailureThresholdExceeded as exc:
         err_console.print(f"[bold red]build stopped:[/] {exc}")
         raise typer.Exit(1) from exc
-    _print_summary(summary)
+    _print_summary(dict(summary))
     if summary.get("stopped"):
         err_console.print(f"[yellow]stopped early:[/] {summary['stopped']} (finished work is kept; "
                           "raise the cap and run `arcticqa resume`)")
@@ -84,7 +87,7 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
 
 def _print_summary(summary: dict[str, Any]) -> None:
     table = Table(title=f"build run {summary.get('run_id')}")
-    cols = ("succeeded", "rejected", "failed", "skipped", "blocked", "not_started")
+    cols = ("succeeded", "rejected", "failed", "skipped", "blocked", "claimed_elsewhere", "not_started")
     table.add_column("stage")
     for c in cols:
         table.add_column(c, justify="right")
@@ -112,7 +115,8 @@ def build(config: ConfigOption = None, orchestrator: OrchestratorOption = Orches
 @handle_errors
 def resume(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
            retry_rejected: RetryRejected = None) -> None:
-    """Re-run, per paper, only stages that failed or never ran (no new discovery)."""
+    """Re-run, per paper, only stages that failed or never ran (finishes an interrupted
+    discovery, starts no new one)."""
     _run(config, resume=True, orchestrator=orchestrator, retry_rejected=retry_rejected, source=None)
 
 

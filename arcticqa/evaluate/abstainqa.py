@@ -53,6 +53,7 @@ from arcticqa.evaluate.protocols import normalise_option_text
 from arcticqa.evaluate.reportio import csv_text, f6, write_report_folder
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
+from arcticqa.release.jsonio import iter_jsonl
 
 if TYPE_CHECKING:
     from arcticqa.evaluate.runner import LiveProtocol
@@ -202,17 +203,9 @@ def load_abstainqa_items(path: Path | str, *, eval_set: str = "arcticqa") -> lis
     if not path.exists():
         raise InputError("file not found", path=name)
     rows: list[tuple[int, dict[str, Any]]] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", path=name, line=line_no) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=name, line=line_no)
-            rows.append((line_no, row))
+    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
+    for line_no, row in iter_jsonl(path, skip_blank=True):
+        rows.append((line_no, row))
     if not rows:
         raise InputError("no items in file", path=name)
     if "distractors" in rows[0][1]:
@@ -491,46 +484,38 @@ def load_external_responses(items: Sequence[AbstainQAItem], responses_path: Path
         raise InputError("file not found", path=name)
     records: list[AbstainQARecord] = []
     seen: dict[tuple[str, str, str, int], int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", path=name, line=line_no) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=name, line=line_no)
-            qid = row.get("question_id") or row.get("item_id")
-            if qid not in by_id:
-                raise InputError(f"unknown question {qid!r}", path=name, line=line_no, field="question_id")
-            if "raw_response_text" not in row:
-                raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
-                                 field="raw_response_text")
-            raw = row["raw_response_text"]
-            if raw is not None and not isinstance(raw, str):
-                raise InputError("must be a string or null", path=name, line=line_no, field="raw_response_text")
-            confidence = row.get("confidence")
-            if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float)
-                                           or not 1 <= confidence <= 5 or confidence != int(confidence)):
-                raise InputError("must be an integer from 1 to 5", path=name, line=line_no, field="confidence")
-            variant = str(row.get("prompt_variant") or "standard")
-            try:
-                trial = int(row.get("trial", 1))
-            except (TypeError, ValueError):
-                raise InputError("must be an integer", path=name, line=line_no, field="trial") from None
-            model = str(row.get("model") or "external")
-            finish = (row.get("finish_reason") or "").lower()
-            failure = "refusal" if finish in ("refusal", "content_filter", "safety") else None
-            rec = _record(by_id[qid], model=model, model_label=str(row.get("model_label") or model),
-                          variant=variant, trial=trial, text=raw,
-                          verbal_confidence=variant.endswith(CONFIDENCE_SUFFIX), failure=failure,
-                          given_confidence=int(confidence) if confidence is not None else None)
-            first = seen.setdefault(rec.cell, line_no)
-            if first != line_no:
-                raise InputError(f"second response for model {model}, question {qid}, variant {variant}, "
-                                 f"trial {trial} (first at line {first})", path=name, line=line_no)
-            records.append(rec)
+    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
+    for line_no, row in iter_jsonl(path, skip_blank=True):
+        qid = row.get("question_id") or row.get("item_id")
+        if qid not in by_id:
+            raise InputError(f"unknown question {qid!r}", path=name, line=line_no, field="question_id")
+        if "raw_response_text" not in row:
+            raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
+                             field="raw_response_text")
+        raw = row["raw_response_text"]
+        if raw is not None and not isinstance(raw, str):
+            raise InputError("must be a string or null", path=name, line=line_no, field="raw_response_text")
+        confidence = row.get("confidence")
+        if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float)
+                                       or not 1 <= confidence <= 5 or confidence != int(confidence)):
+            raise InputError("must be an integer from 1 to 5", path=name, line=line_no, field="confidence")
+        variant = str(row.get("prompt_variant") or "standard")
+        try:
+            trial = int(row.get("trial", 1))
+        except (TypeError, ValueError):
+            raise InputError("must be an integer", path=name, line=line_no, field="trial") from None
+        model = str(row.get("model") or "external")
+        finish = (row.get("finish_reason") or "").lower()
+        failure = "refusal" if finish in ("refusal", "content_filter", "safety") else None
+        rec = _record(by_id[qid], model=model, model_label=str(row.get("model_label") or model),
+                      variant=variant, trial=trial, text=raw,
+                      verbal_confidence=variant.endswith(CONFIDENCE_SUFFIX), failure=failure,
+                      given_confidence=int(confidence) if confidence is not None else None)
+        first = seen.setdefault(rec.cell, line_no)
+        if first != line_no:
+            raise InputError(f"second response for model {model}, question {qid}, variant {variant}, "
+                             f"trial {trial} (first at line {first})", path=name, line=line_no)
+        records.append(rec)
     if not records:
         raise InputError("no responses in file", path=name)
     return records

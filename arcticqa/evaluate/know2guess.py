@@ -60,6 +60,7 @@ from arcticqa.evaluate.coverage import (
 from arcticqa.evaluate.reportio import csv_text, f6, write_report_folder
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
+from arcticqa.release.jsonio import iter_jsonl
 
 if TYPE_CHECKING:
     from arcticqa.evaluate.runner import LiveProtocol
@@ -164,21 +165,13 @@ def load_know2guess_items(path: Path | str) -> list[Know2GuessItem]:
     if not path.exists():
         raise InputError("file not found", path=name)
     items: dict[str, Know2GuessItem] = {}
-    with path.open(encoding="utf-8") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", path=name, line=line_no) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=name, line=line_no)
-            item = _item(row, path=name, line=line_no)
-            if item.question_id in items:
-                raise InputError(f"duplicate question_id {item.question_id!r}", path=name, line=line_no,
-                                 field="question_id")
-            items[item.question_id] = item
+    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
+    for line_no, row in iter_jsonl(path, skip_blank=True):
+        item = _item(row, path=name, line=line_no)
+        if item.question_id in items:
+            raise InputError(f"duplicate question_id {item.question_id!r}", path=name, line=line_no,
+                             field="question_id")
+        items[item.question_id] = item
     if not items:
         raise InputError("no items in file", path=name)
     return list(items.values())
@@ -536,45 +529,37 @@ def load_external_responses(items: Sequence[Know2GuessItem], responses_path: Pat
     records: list[Know2GuessRecord] = []
     seen: dict[tuple[str, str, str, int], int] = {}
     modes: dict[str, str] = {}
-    with path.open(encoding="utf-8") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", path=name, line=line_no) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=name, line=line_no)
-            qid = row.get("question_id")
-            if qid not in by_id:
-                raise InputError(f"unknown question {qid!r}", path=name, line=line_no, field="question_id")
-            if "raw_response_text" not in row:
-                raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
-                                 field="raw_response_text")
-            raw = row["raw_response_text"]
-            if raw is not None and not isinstance(raw, str):
-                raise InputError("must be a string or null", path=name, line=line_no, field="raw_response_text")
-            given = row.get("confidence")
-            if given is not None and _confidence(given, lenient=False) is None:
-                raise InputError("must be a number from 0 to 1", path=name, line=line_no, field="confidence")
-            variant = str(row.get("prompt_variant") or "answer_or_abstain")
-            mode = modes.setdefault(variant, _mode_of(variant))
-            try:
-                trial = int(row.get("trial", 1))
-            except (TypeError, ValueError):
-                raise InputError("must be an integer", path=name, line=line_no, field="trial") from None
-            model = str(row.get("model") or "external")
-            finish = (row.get("finish_reason") or "").lower()
-            failure = "refusal" if finish in ("refusal", "content_filter", "safety") else None
-            rec = _record(by_id[qid], model=model, model_label=str(row.get("model_label") or model),
-                          variant=variant, mode=mode, trial=trial, text=raw, failure=failure,
-                          given_confidence=float(given) if given is not None else None)
-            first = seen.setdefault(rec.cell, line_no)
-            if first != line_no:
-                raise InputError(f"second response for model {model}, question {qid}, variant {variant}, "
-                                 f"trial {trial} (first at line {first})", path=name, line=line_no)
-            records.append(rec)
+    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
+    for line_no, row in iter_jsonl(path, skip_blank=True):
+        qid = row.get("question_id")
+        if qid not in by_id:
+            raise InputError(f"unknown question {qid!r}", path=name, line=line_no, field="question_id")
+        if "raw_response_text" not in row:
+            raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
+                             field="raw_response_text")
+        raw = row["raw_response_text"]
+        if raw is not None and not isinstance(raw, str):
+            raise InputError("must be a string or null", path=name, line=line_no, field="raw_response_text")
+        given = row.get("confidence")
+        if given is not None and _confidence(given, lenient=False) is None:
+            raise InputError("must be a number from 0 to 1", path=name, line=line_no, field="confidence")
+        variant = str(row.get("prompt_variant") or "answer_or_abstain")
+        mode = modes.setdefault(variant, _mode_of(variant))
+        try:
+            trial = int(row.get("trial", 1))
+        except (TypeError, ValueError):
+            raise InputError("must be an integer", path=name, line=line_no, field="trial") from None
+        model = str(row.get("model") or "external")
+        finish = (row.get("finish_reason") or "").lower()
+        failure = "refusal" if finish in ("refusal", "content_filter", "safety") else None
+        rec = _record(by_id[qid], model=model, model_label=str(row.get("model_label") or model),
+                      variant=variant, mode=mode, trial=trial, text=raw, failure=failure,
+                      given_confidence=float(given) if given is not None else None)
+        first = seen.setdefault(rec.cell, line_no)
+        if first != line_no:
+            raise InputError(f"second response for model {model}, question {qid}, variant {variant}, "
+                             f"trial {trial} (first at line {first})", path=name, line=line_no)
+        records.append(rec)
     if not records:
         raise InputError("no responses in file", path=name)
     return records

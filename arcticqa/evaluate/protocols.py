@@ -21,7 +21,6 @@ published gold answer holds a zero-width space), unless the line gives ``kind`` 
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from arcticqa.errors import ConfigError, InputError
 from arcticqa.evaluate.conditions import EvalItem, load_items
 from arcticqa.evaluate.outcomes import CONDITIONS, OptionKind, ShownOption
 from arcticqa.evaluate.responses import ResponseRecord, check_unique_cells, record_from_published
+from arcticqa.release.jsonio import iter_jsonl
 
 __all__ = ["ProtocolScorer", "ProtocolRescore", "RescoreOptions", "ProtocolEntry", "PROTOCOLS",
            "register_protocol", "get_protocol", "get_entry", "score_arcticabstain", "normalise_option_text"]
@@ -145,36 +145,28 @@ def score_arcticabstain(items_path: Path, responses_path: Path) -> list[Response
         raise InputError("file not found", path=name)
     records: list[ResponseRecord] = []
     lines: list[int] = []
-    with responses_path.open(encoding="utf-8") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", path=name, line=line_no) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=name, line=line_no)
-            item_id = row.get("item_id") or row.get("question_id")
-            if item_id not in items:
-                raise InputError(f"unknown item {item_id!r} (not in {items_path})", path=name, line=line_no,
-                                 field="item_id")
-            if row.get("condition") not in CONDITIONS:
-                raise InputError(f"condition must be one of {', '.join(CONDITIONS)}", path=name, line=line_no,
-                                 field="condition")
-            if "raw_response_text" not in row:
-                raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
-                                 field="raw_response_text")
-            confidence = row.get("confidence")
-            if confidence is not None and not isinstance(confidence, int | float):
-                raise InputError("must be a number", path=name, line=line_no, field="confidence")
-            options = _shown_options(row, items[item_id], path=name, line=line_no)
-            published = {"item_id": item_id, "model": row.get("model") or "external",
-                          "model_label": row.get("model_label"), "condition": row["condition"],
-                          "trial": row.get("trial", 1), "raw_response_text": row["raw_response_text"],
-                          "finish_reason": row.get("finish_reason")}
-            records.append(record_from_published(published, options, path=name, line=line_no))
-            lines.append(line_no)
+    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
+    for line_no, row in iter_jsonl(responses_path, skip_blank=True):
+        item_id = row.get("item_id") or row.get("question_id")
+        if item_id not in items:
+            raise InputError(f"unknown item {item_id!r} (not in {items_path})", path=name, line=line_no,
+                             field="item_id")
+        if row.get("condition") not in CONDITIONS:
+            raise InputError(f"condition must be one of {', '.join(CONDITIONS)}", path=name, line=line_no,
+                             field="condition")
+        if "raw_response_text" not in row:
+            raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
+                             field="raw_response_text")
+        confidence = row.get("confidence")
+        if confidence is not None and not isinstance(confidence, int | float):
+            raise InputError("must be a number", path=name, line=line_no, field="confidence")
+        options = _shown_options(row, items[item_id], path=name, line=line_no)
+        published = {"item_id": item_id, "model": row.get("model") or "external",
+                      "model_label": row.get("model_label"), "condition": row["condition"],
+                      "trial": row.get("trial", 1), "raw_response_text": row["raw_response_text"],
+                      "finish_reason": row.get("finish_reason")}
+        records.append(record_from_published(published, options, path=name, line=line_no))
+        lines.append(line_no)
     if not records:
         raise InputError("no responses in file", path=name)
     check_unique_cells(records, lines, path=name)

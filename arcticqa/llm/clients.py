@@ -39,8 +39,13 @@ def is_transport_error(exc: BaseException) -> bool:
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
-    """The server's ``Retry-After`` (seconds form) when the error carries a response."""
-    response = getattr(exc, "response", None)
+    """The server's ``Retry-After`` (seconds form) when the error, or what it wraps, carries a
+    response: instructor wraps the openai error, whose response has the header."""
+    seen: BaseException | None = exc
+    response = None
+    while seen is not None and response is None:
+        response = getattr(seen, "response", None)
+        seen = seen.__cause__ or seen.__context__
     if response is None:
         return None
     value = response.headers.get("retry-after")

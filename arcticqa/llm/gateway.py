@@ -23,19 +23,22 @@ import functools
 import hashlib
 import json
 import logging
+import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import instructor
 import openai
 from instructor.core.exceptions import IncompleteOutputException, InstructorRetryException
+from instructor.v2.core.errors import AsyncValidationError, ResponseParsingError
 from openai import AsyncOpenAI
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from arcticqa.config import ModelConfig, Settings
-from arcticqa.errors import BudgetExceeded, LLMError, LLMOutputError, LLMTransportError
+from arcticqa.errors import BudgetExceeded, ConfigError, LLMError, LLMOutputError, LLMTransportError
 from arcticqa.llm.clients import is_transport_error, make_async_client, transport_retrying
 from arcticqa.llm.offline import answer_offline
 from arcticqa.llm.prompts import load_prompt, to_jsonable
@@ -176,6 +179,7 @@ class _Attempt:
     request: dict[str, Any] | None = None
     response: dict[str, Any] | None = None
     error: str | None = None
+    refusal: str | None = None  # the provider declined (message.refusal or content_filter)
     started: float = field(default_factory=time.perf_counter)
     finished: float | None = None
     tokens_in: int = 0
@@ -211,6 +215,39 @@ def _on_response(response: Any) -> None:
         if usage is not None:
             a.tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
             a.tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        choices = getattr(response, "choices", None) or []
+        if choices:
+            message = getattr(choices[0], "message", None)
+            refusal = getattr(message, "refusal", None)
+            if refusal or getattr(choices[0], "finish_reason", None) == "content_filter":
+                a.refusal = str(refusal or "finish_reason=content_filter")
+
+
+def _last_refused() -> bool:
+    attempts = _current()
+    return bool(attempts and attempts[-1].refusal)
+
+
+def _reasks(cfg: ModelConfig) -> AsyncRetrying:
+    """instructor's re-ask loop: only malformed answers are asked again, never a refusal
+    (asking a provider's safeguard again just buys the same refusal)."""
+    return AsyncRetrying(
+        stop=stop_after_attempt(cfg.max_reasks + 1),
+        retry=retry_if_exception(lambda e: isinstance(e, _PARSE_ERRORS) and not _last_refused()),
+        reraise=True,
+    )
+
+
+_PARSE_ERRORS = (ValidationError, json.JSONDecodeError, AsyncValidationError, ResponseParsingError)
+_KEYLIKE = re.compile(r"(Bearer\s+)[^\s'\"]+|\bsk-[A-Za-z0-9_\-]{6,}")
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    """Endpoints quote the caller's key in some error bodies (401s); it must not be stored."""
+    for secret in secrets:
+        if len(secret) >= 6:
+            text = text.replace(secret, "***")
+    return _KEYLIKE.sub(lambda m: (m.group(1) or "") + "***", text)
 
 
 def _on_error(error: Exception, *args: Any, **kwargs: Any) -> None:
@@ -364,7 +401,7 @@ class Gateway:
                                     model=cfg.model,
                                     temperature=cfg.temperature,
                                     max_tokens=cfg.max_tokens,
-                                    max_retries=cfg.max_reasks,
+                                    max_retries=_reasks(cfg),
                                     extra_headers={"X-Arcticqa-Role": base.role},
                                     **({"extra_body": cfg.extra_body} if cfg.extra_body else {}),
                                 )
@@ -377,7 +414,10 @@ class Gateway:
             failure = LLMOutputError(f"{base.role}: output truncated (finish_reason=length): {exc}")
         except Exception as exc:  # noqa: BLE001 - classified below, recorded, re-raised as ours
             cause = _transport_cause(exc)
-            if cause is not None:
+            refused = next((a.refusal for a in attempts if a.refusal), None)
+            if refused is not None:
+                failure = LLMOutputError(f"{base.role}: the model refused to answer: {refused[:300]}")
+            elif cause is not None:
                 failure = LLMTransportError(f"{base.role}: no answer from {cfg.model} after "
                                             f"{len(attempts)} attempts: {type(cause).__name__}: {cause}")
             elif isinstance(exc, InstructorRetryException):
@@ -391,7 +431,8 @@ class Gateway:
             _attempts.reset(token)
             self._record_attempts(cfg, attempts, base, output)
         if failure is not None or output is None:
-            raise failure or LLMError(f"{base.role}: no output")
+            failure = failure or LLMError(f"{base.role}: no output")
+            raise type(failure)(_redact(str(failure), self._secrets(cfg)))
         cost = sum(self._cost(cfg, a) for a in attempts)
         return RoleReply(output=output, role=base.role, provider=cfg.provider, model=cfg.model,
                          prompt_version=base.prompt_version, request_hash=base.request_hash,
@@ -401,20 +442,34 @@ class Gateway:
     def _cost(cfg: ModelConfig, a: _Attempt) -> float:
         return (a.tokens_in * cfg.price_in_per_mtok + a.tokens_out * cfg.price_out_per_mtok) / 1e6
 
+    @staticmethod
+    def _secrets(cfg: ModelConfig) -> list[str]:
+        try:
+            return [cfg.api_key()]
+        except ConfigError:
+            return []
+
     def _record_attempts(self, cfg: ModelConfig, attempts: list[_Attempt], base: _CallBase,
                          output: BaseModel | None) -> None:
+        secrets = self._secrets(cfg)
+        for a in attempts:
+            if a.error:
+                a.error = _redact(a.error, secrets)
+            if a.response is not None:
+                a.response = json.loads(_redact(json.dumps(a.response), secrets))
         records = []
         paper = current_paper()
         for i, a in enumerate(attempts, start=1):
             cost = self._cost(cfg, a)
             self.budget.add(cost, paper)
-            is_last_ok = output is not None and i == len(attempts) and a.error is None
+            is_last_ok = output is not None and i == len(attempts) and a.error is None and not a.refusal
             records.append(base.record(
                 attempt=i, request=a.request or {}, raw_response=a.response,
                 parsed=output.model_dump(mode="json") if is_last_ok and output is not None else None,
                 tokens_in=a.tokens_in, tokens_out=a.tokens_out, cost_usd=cost,
                 latency_s=(a.finished or time.perf_counter()) - a.started,
-                error=None if is_last_ok else (a.error or ("not validated" if a.response else "no answer")),
+                error=None if is_last_ok else (a.error or (f"refused: {a.refusal}" if a.refusal else None)
+                                               or ("not validated" if a.response else "no answer")),
             ))
         if records:
             self.recorder.record_calls(records)

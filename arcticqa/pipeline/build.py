@@ -53,7 +53,7 @@ _RECHECK = ("claimed_elsewhere", "blocked")
 
 
 async def run_build(ctx: BuildContext, *, discover: bool = True, dispatch: Dispatch | None = None,
-                    discover_fn: Callable[[BuildContext], Awaitable[dict[str, Any]]] | None = None,
+                    discover_fn: Callable[[BuildContext], Awaitable[dict[str, Any] | None]] | None = None,
                     stages: Sequence[StageSpec] | None = None, batch_parallelism: int = 1) -> BuildSummary:
     """Run every stage over every paper; then re-check papers other workers held until none are.
 
@@ -68,6 +68,8 @@ async def run_build(ctx: BuildContext, *, discover: bool = True, dispatch: Dispa
     summary = BuildSummary(run_id=ctx.run_id)
     if discover:
         summary.discovered = await (discover_fn or discover_papers)(ctx)
+    else:  # resume: finish a discovery that was interrupted, start none
+        summary.discovered = await discover_papers(ctx, only_unfinished=True)
     specs = list(stages or BUILD_STAGES)
     outcome: dict[str, dict[str, str]] = {spec.name: {} for spec in specs}  # stage → paper → status
     pending = await _pass(ctx, specs, ctx.store.paper_ids(), dispatch, summary, outcome, batch_parallelism)
@@ -109,10 +111,15 @@ async def _pass(ctx: BuildContext, specs: list[StageSpec], paper_ids: Sequence[s
                         held.add(pid)
                 if report.errors:
                     summary.errors.setdefault(spec.name, {}).update(report.errors)
-                if report.attempted >= 2 and report.failure_share() > threshold:
+                if ctx.stopped:  # the run's budget cap: stop cleanly, finished work is kept
+                    return held
+                # a paper that hit its own budget cap is a policy outcome, not a systemic failure
+                capped = sum(1 for e in report.errors.values() if e.startswith("BudgetExceeded"))
+                failed = report.counts["failed"] - capped
+                if report.attempted >= 2 and failed / report.attempted > threshold:
                     summary.stages[spec.name] = dict(Counter(outcome[spec.name].values()))
                     raise FailureThresholdExceeded(
-                        f"stage {spec.name}: {report.counts['failed']} of {report.attempted} papers in batch "
+                        f"stage {spec.name}: {failed} of {report.attempted} papers in batch "
                         f"{batch_no} failed (threshold {threshold:.0%}); first error: "
                         f"{next(iter(report.errors.values()), '?')}")
     return held

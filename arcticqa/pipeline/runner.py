@@ -4,15 +4,21 @@ This is the durable heart of resume. A stage runs for a paper when its previous 
 attempt succeeded and its own newest attempt did not (``succeeded`` is skipped; ``rejected``
 is skipped unless the stage is named in ``retry_rejected``). Every attempt is a new
 ``stage_run`` row; a crash leaves a ``running`` row, which counts as not done.
+
+Several build processes may work on one store at once: each attempt is *claimed*
+(:meth:`Store.claim_run`) by the process's worker, so a paper stage held by another live worker
+is reported ``claimed_elsewhere`` instead of being run twice, while one left ``running`` by a
+dead worker is taken over. See ``docs/scale-out.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -22,13 +28,13 @@ from pydantic import BaseModel
 from sqlmodel import SQLModel
 
 from arcticqa.config import Settings
-from arcticqa.errors import BudgetExceeded
+from arcticqa.errors import BudgetExceeded, StageError
 from arcticqa.evidence import Document
-from arcticqa.llm.gateway import Gateway
+from arcticqa.llm.gateway import Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
 from arcticqa.store.store import Store, input_hash, open_store
-from arcticqa.store.tables import EVIDENCE_TABLES
+from arcticqa.store.tables import EVIDENCE_TABLES, StageRun
 
 __all__ = [
     "StageResult",
@@ -38,6 +44,11 @@ __all__ = [
     "open_build_context",
     "run_stage_batch",
     "StoreStepRunner",
+    "ClaimedElsewhere",
+    "Heartbeat",
+    "LIVE_CONTEXTS",
+    "live_context",
+    "shared_context",
 ]
 
 R = TypeVar("R", bound=BaseModel)
@@ -64,10 +75,35 @@ class BuildContext:
     run_id: str
     retry_rejected: frozenset[str] = frozenset()
     stopped: str | None = None  # set when the budget cap is reached: no new work is started
+    worker_id: str | None = None  # this process's row in ``worker``; stamped on every claimed attempt
 
     @property
     def data_dir(self) -> Path:
         return self.settings.build.data_dir
+
+
+#: open BuildContexts of this process by run id, for orchestrator tasks that run in the process
+#: that opened the context (the Prefect flow's in-process tasks). It lives in this importable
+#: module, not in the flow's, so a task function that a distributed runner pickles *by value*
+#: (a flow loaded from a script) does not drag live contexts into the pickle.
+LIVE_CONTEXTS: dict[str, BuildContext] = {}
+
+
+def live_context(run_key: str) -> BuildContext | None:
+    """The open context of this process for ``run_key``. Tasks call this function rather than
+    reading :data:`LIVE_CONTEXTS`: cloudpickle pickles a by-value function's globals by value,
+    but an importable function by reference."""
+    return LIVE_CONTEXTS.get(run_key)
+
+
+@contextmanager
+def shared_context(ctx: BuildContext) -> Iterator[BuildContext]:
+    """Make ``ctx`` findable by :func:`live_context` while the block runs."""
+    LIVE_CONTEXTS[ctx.run_id] = ctx
+    try:
+        yield ctx
+    finally:
+        LIVE_CONTEXTS.pop(ctx.run_id, None)
 
 
 StageFn = Callable[[BuildContext, str], Awaitable[StageResult]]
@@ -87,6 +123,9 @@ class BatchReport:
     stage: str
     counts: Counter[str] = field(default_factory=Counter)
     errors: dict[str, str] = field(default_factory=dict)
+    #: paper id → this batch's outcome for it (the build re-checks ``claimed_elsewhere`` ones)
+    statuses: dict[str, str] = field(default_factory=dict)
+    stopped: str | None = None
 
     @property
     def attempted(self) -> int:
@@ -96,7 +135,46 @@ class BatchReport:
         return self.counts["failed"] / self.attempted if self.attempted else 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "counts": dict(self.counts), "errors": self.errors}
+        return {"stage": self.stage, "counts": dict(self.counts), "errors": self.errors,
+                "statuses": self.statuses, "stopped": self.stopped}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> BatchReport:
+        report = cls(stage=raw["stage"], errors=dict(raw.get("errors") or {}),
+                     statuses=dict(raw.get("statuses") or {}), stopped=raw.get("stopped"))
+        report.counts.update(raw.get("counts") or {})
+        return report
+
+
+class ClaimedElsewhere(StageError):
+    """A construction step is being run by another live worker (this attempt gives way)."""
+
+
+class Heartbeat:
+    """Registers this process as a worker and keeps its heartbeat fresh from a daemon thread.
+
+    A thread, not an asyncio task: a stage that blocks the event loop for a while (PDF
+    extraction) must not make a live worker look dead to the others.
+    """
+
+    def __init__(self, store: Store, interval_s: float) -> None:
+        self.store, self.interval_s = store, interval_s
+        self.worker_id = store.register_worker()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="arcticqa-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.store.heartbeat(self.worker_id)
+            except Exception:  # noqa: BLE001 - a missed beat is retried; staleness is the safe failure
+                continue
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.store.stop_worker(self.worker_id)
 
 
 @asynccontextmanager
@@ -105,29 +183,50 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
     store = store or open_store(settings)
     run_id = uuid.uuid4().hex[:16]
     store.run_id = run_id
-    async with Gateway(settings, store) as gateway, httpx.AsyncClient() as http:
-        yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
-                           retry_rejected=frozenset(retry_rejected))
+    heartbeat = Heartbeat(store, settings.store.heartbeat_s)
+    try:
+        async with Gateway(settings, store) as gateway, httpx.AsyncClient() as http:
+            yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
+                               retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id)
+    finally:
+        heartbeat.stop()
+
+
+def _stage_done(ctx: BuildContext, stage: str, run: StageRun | None) -> bool:
+    if run is None:
+        return False
+    return run.status == "succeeded" or (run.status == "rejected" and stage not in ctx.retry_rejected)
 
 
 async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
     latest = ctx.store.latest_run(paper_id, spec.name)
-    if latest is not None and latest.status == "succeeded":
-        return "skipped"
-    if latest is not None and latest.status == "rejected" and spec.name not in ctx.retry_rejected:
+    if _stage_done(ctx, spec.name, latest):  # read-only fast path: no write lock for done work
         return "skipped"
     if spec.after is not None:
         upstream = ctx.store.latest_run(paper_id, spec.after)
         if upstream is None or upstream.status != "succeeded":
-            return "blocked"
+            # another worker is (or was, if it died) mid-way through the upstream stage: the
+            # build's re-check pass comes back to this paper
+            return "claimed_elsewhere" if upstream is not None and upstream.status == "running" else "blocked"
     if ctx.stopped:
         return "not_started"
-    run = ctx.store.start_run(paper_id, spec.name, "", input_hash=input_hash(spec.inputs(ctx, paper_id)),
-                              run_id=ctx.run_id)
+    claim = ctx.store.claim_run(paper_id, spec.name, "", input_hash=input_hash(spec.inputs(ctx, paper_id)),
+                                run_id=ctx.run_id, worker_id=ctx.worker_id,
+                                done=lambda r: _stage_done(ctx, spec.name, r))
+    if claim.status == "done":
+        return "skipped"
+    if claim.status == "held" or claim.run is None:
+        return "claimed_elsewhere"
+    run = claim.run
     try:
-        result = await spec.run(ctx, paper_id)
+        with paper_scope(paper_id):  # model calls inside are charged to this paper's budget
+            result = await spec.run(ctx, paper_id)
+    except ClaimedElsewhere as exc:
+        ctx.store.finish_run(run, status="failed", error=exc)
+        return "claimed_elsewhere"
     except BudgetExceeded as exc:
-        ctx.stopped = str(exc)
+        if _budget_scope(exc) == "run":  # a paper's own cap fails that paper only
+            ctx.stopped = str(exc)
         ctx.store.finish_run(run, status="failed", error=exc)
         return "failed"
     except Exception as exc:  # noqa: BLE001 - a paper's failure is recorded, never raised through the flow
@@ -139,6 +238,11 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
     return result.status
 
 
+def _budget_scope(exc: BudgetExceeded) -> str:
+    """``run`` (stop starting work) or ``paper`` (fail this paper); see arcticqa.llm.gateway.Budget."""
+    return str(getattr(exc, "scope", "run"))
+
+
 async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequence[str]) -> BatchReport:
     """Run one stage over a batch of papers concurrently (bounded by ``paper_concurrency``)."""
     report = BatchReport(stage=spec.name)
@@ -148,12 +252,14 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
         async with limit:
             status = await _run_one(ctx, spec, pid)
         report.counts[status] += 1
+        report.statuses[pid] = status
         if status == "failed":
             latest = ctx.store.latest_run(pid, spec.name)
             if latest is not None:
                 report.errors[pid] = f"{latest.error_class}: {latest.error_message}"
 
     await asyncio.gather(*(one(pid) for pid in paper_ids))
+    report.stopped = ctx.stopped
     return report
 
 
@@ -171,11 +277,22 @@ class StoreStepRunner:
                        fn: Callable[[], Awaitable[R]], result_type: type[R]) -> R:
         store = self.ctx.store
         h = input_hash(inputs)
+
+        def finished(run: StageRun | None) -> bool:
+            return run is not None and run.status in ("succeeded", "rejected") and run.input_hash == h \
+                and run.output is not None
+
         latest = store.latest_run(self.paper_id, stage, subject)
-        if latest is not None and latest.status in ("succeeded", "rejected") and latest.input_hash == h \
-                and latest.output is not None:
+        if finished(latest):
+            assert latest is not None
             return result_type.model_validate(latest.output)
-        run = store.start_run(self.paper_id, stage, subject, input_hash=h, run_id=self.ctx.run_id)
+        claim = store.claim_run(self.paper_id, stage, subject, input_hash=h, run_id=self.ctx.run_id,
+                                worker_id=self.ctx.worker_id, done=finished)
+        if claim.status == "done" and claim.run is not None:
+            return result_type.model_validate(claim.run.output)
+        if claim.status != "claimed" or claim.run is None:
+            raise ClaimedElsewhere(f"{stage} {subject} of paper {self.paper_id} is running in another worker")
+        run = claim.run
         try:
             result = await fn()
         except BaseException as exc:

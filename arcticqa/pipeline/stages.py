@@ -20,9 +20,11 @@ from arcticqa.stages import fetch_fulltext as fetch_stage
 from arcticqa.stages.construct import ConstructionOptions, construct_items
 from arcticqa.stages.discover import (
     DiscoveryOptions,
+    checkpoint_key,
     deduplicate,
     discover,
     load_queries,
+    parse_source,
 )
 from arcticqa.stages.eligibility import (
     EligibilityPolicy,
@@ -58,8 +60,12 @@ def _paper(ctx: BuildContext, paper_id: str) -> PaperRecord:
 
 
 # -- discovery (batch level) ----------------------------------------------------------------------
-async def discover_papers(ctx: BuildContext) -> dict[str, Any]:
-    """Run discovery from the configured source into the store, then dedupe into papers."""
+async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False) -> dict[str, Any] | None:
+    """Run discovery from the configured source into the store, then dedupe into papers.
+
+    ``only_unfinished`` (resume): continue only queries an interrupted run had started and not
+    finished; returns None when there are none, so resume starts no new discovery.
+    """
     settings = ctx.settings
     policy = _metadata_policy(settings.policies.metadata)
     d = settings.discovery
@@ -69,6 +75,15 @@ async def discover_papers(ctx: BuildContext) -> dict[str, Any]:
     source = settings.build.source
     queries = load_queries(settings.build.keywords_file) if source.strip() == "s2" else []
     checkpoint = StoreCheckpoint(ctx.store)
+    if only_unfinished:
+        spec = parse_source(source)
+        keys = {q: checkpoint_key(spec, q, options.server_filters) for q in queries} if queries \
+            else {"": checkpoint_key(spec, None)}
+        started = [q for q, key in keys.items()
+                   if checkpoint.pages_recorded(key) > 0 and not checkpoint.is_done(key)]
+        if not started:
+            return None
+        queries = [q for q in started if q]
     result = await discover(queries, source=source, checkpoint=checkpoint, options=options)
     dedup = deduplicate(checkpoint.all_records())
     duplicate_of = {d.record.paper_id: d.duplicate_of for d in dedup.duplicates

@@ -4,23 +4,35 @@ Stage functions never see this module. The runner (``arcticqa.pipeline``) asks i
 stage attempt, then to close it with the stage's typed result, its rejections and evidence
 rows in a single transaction, so a crash leaves either the whole attempt or a ``running`` row
 that resume treats as not done.
+
+Several build processes may share one store (``docs/scale-out.md``). Each registers a
+:class:`~arcticqa.store.tables.Worker` and heartbeats it; work is taken with :meth:`Store.claim_run`,
+one write transaction that reads the newest attempt and inserts the next one as ``running``. A
+``running`` attempt whose worker is alive is left alone; one whose worker is gone (pid dead on
+this host, heartbeat stale, or cleanly stopped) is taken over by a new attempt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import os
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from pydantic import BaseModel
-from sqlalchemy import and_, func
+from sqlalchemy import and_, func, text, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, col, select
 
 from arcticqa import __version__
@@ -41,12 +53,60 @@ from arcticqa.store.tables import (
     RejectionRow,
     SpanRow,
     StageRun,
+    Worker,
     utcnow,
 )
 
-__all__ = ["Store", "open_store", "input_hash", "migrate_engine", "MIGRATIONS_DIR"]
+__all__ = ["Store", "Claim", "open_store", "input_hash", "migrate_engine", "MIGRATIONS_DIR", "HOST",
+           "pid_alive"]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+#: PostgreSQL advisory lock id held while migrating ("arcticqa" in ASCII, fits a bigint)
+_MIGRATION_LOCK = 0x6172637469637161
+
+
+def _host_identity() -> str:
+    """This machine *and* pid namespace: two containers on one box may reuse the same pids."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = ""
+    return f"{socket.gethostname()}/{ns}" if ns else socket.gethostname()
+
+
+#: identifies where a worker's pid can be checked with ``os.kill(pid, 0)``
+HOST = _host_identity()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists here (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    try:  # a killed child that its parent has not reaped yet is still "there" for kill(0)
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@dataclass
+class Claim:
+    """The outcome of :meth:`Store.claim_run`.
+
+    ``claimed``: ``run`` is our new ``running`` attempt. ``done``: the newest attempt already
+    satisfies the caller (``run`` is it). ``held``: another live worker is running it.
+    """
+
+    status: Literal["claimed", "done", "held"]
+    run: StageRun | None
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def input_hash(value: Any) -> str:
@@ -69,9 +129,18 @@ def migrate_engine(engine: Engine) -> None:
     cfg = _alembic_config(engine)
     try:
         with engine.connect() as conn:
+            # several workers may start on a fresh store at once: serialise the migration so
+            # the second one finds the schema at head instead of racing to create it
+            if engine.dialect.name == "sqlite":
+                conn.info["arcticqa_begin"] = "IMMEDIATE"
+            elif engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
-            conn.commit()
+            try:
+                command.upgrade(cfg, "head")
+                conn.commit()
+            finally:
+                conn.info.pop("arcticqa_begin", None)
     except Exception as exc:  # noqa: BLE001 - reported as a store error with the URL
         url = engine.url.render_as_string(hide_password=True)
         raise StoreError(f"cannot migrate the store at {url}: {exc}") from exc
@@ -81,9 +150,11 @@ class Store:
     """Open with :func:`open_store`. Methods are synchronous and short; call them from async
     code freely (each is one small transaction)."""
 
-    def __init__(self, url: str, *, busy_timeout_s: float = 30.0, migrate: bool = True) -> None:
+    def __init__(self, url: str, *, busy_timeout_s: float = 30.0, migrate: bool = True,
+                 stale_after_s: float = 30.0) -> None:
         self.url = url
         self.engine = make_engine(url, busy_timeout_s=busy_timeout_s)
+        self.stale_after_s = stale_after_s
         if migrate:
             self.migrate()
 
@@ -107,17 +178,27 @@ class Store:
     # -- papers -------------------------------------------------------------------------------
     def add_papers(self, papers: Iterable[tuple[PaperRecord, dict[str, Any]]]) -> int:
         """Insert papers not yet stored (``extra``: family_id, duplicate_of, source). Returns new count."""
-        new = 0
-        with write_session(self.engine) as s:
-            existing = set(s.exec(select(Paper.paper_id)).all())
-            for record, extra in papers:
-                if record.paperId in existing:
-                    continue
-                existing.add(record.paperId)
-                s.add(Paper(paper_id=record.paperId, doi=record.doi, title=record.title, year=record.year,
-                            record=record.model_dump(mode="json", exclude_none=True), **extra))
-                new += 1
-        return new
+        todo = list(papers)
+        for attempt in range(3):
+            new = 0
+            try:
+                with write_session(self.engine) as s:
+                    existing = set(s.exec(select(Paper.paper_id)).all())
+                    for record, extra in todo:
+                        if record.paperId in existing:
+                            continue
+                        existing.add(record.paperId)
+                        s.add(Paper(paper_id=record.paperId, doi=record.doi, title=record.title,
+                                    year=record.year,
+                                    record=record.model_dump(mode="json", exclude_none=True), **extra))
+                        new += 1
+                return new
+            except IntegrityError:
+                # PostgreSQL: another worker discovering the same source inserted some of these
+                # papers after we read; read again (SQLite's BEGIN IMMEDIATE cannot get here)
+                if attempt == 2:
+                    raise
+        return 0
 
     def add_raw_records(self, rows: Sequence[RawRecord]) -> None:
         with write_session(self.engine) as s:
@@ -164,9 +245,15 @@ class Store:
                                .order_by(col(DiscoveryPage.page_no))).all())
 
     def record_discovery_page(self, page: DiscoveryPage, raw: Sequence[RawRecord]) -> None:
-        with write_session(self.engine) as s:
-            s.add(page)
-            s.add_all(list(raw))
+        """Record a page with its raw records; a page another worker already recorded is skipped."""
+        try:
+            with write_session(self.engine) as s:
+                s.add(page)
+                s.add_all(list(raw))
+        except IntegrityError:
+            # (source, query, page_no) is unique: a concurrent build fetched the same page first,
+            # and its rows (same page, same records) are already there
+            pass
 
     # -- stage runs ---------------------------------------------------------------------------
     def latest_run(self, paper_id: str, stage: str, subject: str = "") -> StageRun | None:
@@ -187,6 +274,73 @@ class Store:
             s.flush()
             s.refresh(row)
             return row
+
+    # -- workers and claims (several build processes on one store) -------------------------------
+    def register_worker(self) -> str:
+        """Record this process as a worker; returns its id (put on every attempt it claims)."""
+        worker_id = uuid.uuid4().hex
+        with write_session(self.engine) as s:
+            s.add(Worker(id=worker_id, host=HOST, pid=os.getpid()))
+        return worker_id
+
+    def heartbeat(self, worker_id: str) -> None:
+        with write_session(self.engine) as s:
+            s.execute(update(Worker).where(col(Worker.id) == worker_id).values(heartbeat_at=utcnow()))
+
+    def stop_worker(self, worker_id: str) -> None:
+        """A clean exit: whatever this worker still has ``running`` is free to take at once."""
+        with write_session(self.engine) as s:
+            s.execute(update(Worker).where(col(Worker.id) == worker_id).values(stopped_at=utcnow()))
+
+    def workers(self) -> list[Worker]:
+        with read_session(self.engine) as s:
+            return list(s.exec(select(Worker).order_by(col(Worker.started_at))).all())
+
+    def worker_alive(self, worker: Worker | None) -> bool:
+        if worker is None or worker.stopped_at is not None:
+            return False
+        if worker.host == HOST and not pid_alive(worker.pid):
+            return False  # killed here: no need to wait for the heartbeat to go stale
+        return utcnow() - _aware(worker.heartbeat_at) < timedelta(seconds=self.stale_after_s)
+
+    def run_is_live(self, run: StageRun, s: Any = None) -> bool:
+        """Whether a ``running`` attempt is still being worked on by a live worker."""
+        if run.status != "running" or run.worker_id is None:
+            return False  # attempts from before workers existed, or crashed single-process builds
+        if s is None:
+            with read_session(self.engine) as s2:
+                return self.worker_alive(s2.get(Worker, run.worker_id))
+        return self.worker_alive(s.get(Worker, run.worker_id))
+
+    def claim_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str, worker_id: str | None,
+                  run_id: str | None = None, done: Callable[[StageRun], bool]) -> Claim:
+        """Take (paper, stage, subject) for this worker unless it is done or held by a live worker.
+
+        One write transaction: read the newest attempt, decide, insert attempt+1 as ``running``.
+        SQLite's ``BEGIN IMMEDIATE`` serialises the whole read-decide-insert. On PostgreSQL
+        (READ COMMITTED) two workers may both read attempt n; the unique constraint on
+        (paper_id, stage, subject, attempt) lets exactly one insert n+1 and the other gets an
+        ``IntegrityError``, which means "claimed by another worker".
+        """
+        try:
+            with write_session(self.engine) as s:
+                last = s.exec(select(StageRun).where(
+                    StageRun.paper_id == paper_id, StageRun.stage == stage, StageRun.subject == subject)
+                    .order_by(col(StageRun.attempt).desc()).limit(1)).first()
+                if last is not None and done(last):
+                    return Claim("done", last)
+                if last is not None and last.status == "running" and self.run_is_live(last, s):
+                    return Claim("held", last)
+                row = StageRun(paper_id=paper_id, stage=stage, subject=subject,
+                               attempt=(last.attempt if last else 0) + 1, status="running",
+                               input_hash=input_hash, code_version=__version__, run_id=run_id,
+                               worker_id=worker_id, started_at=utcnow())
+                s.add(row)
+                s.flush()
+                s.refresh(row)
+                return Claim("claimed", row)
+        except IntegrityError:
+            return Claim("held", self.latest_run(paper_id, stage, subject))
 
     def finish_run(self, run: StageRun, *, status: str, output: BaseModel | dict[str, Any] | None = None,
                    rejections: Sequence[Rejection] = (), evidence: Sequence[SQLModel] = (),
@@ -356,4 +510,5 @@ class Store:
 
 
 def open_store(settings: Settings) -> Store:
-    return Store(settings.store.url, busy_timeout_s=settings.store.busy_timeout_s)
+    return Store(settings.store.url, busy_timeout_s=settings.store.busy_timeout_s,
+                 stale_after_s=settings.store.stale_after_s)

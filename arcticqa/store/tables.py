@@ -19,6 +19,7 @@ __all__ = [
     "RawRecord",
     "DiscoveryPage",
     "StageRun",
+    "Worker",
     "LLMCall",
     "RejectionRow",
     "ScreeningDecision",
@@ -107,8 +108,26 @@ class StageRun(SQLModel, table=True):
     code_version: str | None = None
     prompt_version: str | None = None
     run_id: str | None = None
+    #: the build process that claimed this attempt (``worker.id``); decides whether a
+    #: ``running`` row is still being worked on or was left behind by a crash
+    worker_id: str | None = Field(default=None, index=True)
     started_at: datetime | None = None
     finished_at: datetime | None = None
+
+
+class Worker(SQLModel, table=True):
+    """One build process (``arcticqa build``/``resume``, a flow run, a Dask task) that claims work.
+
+    Alive while its ``heartbeat_at`` is recent and, seen from the same host, its pid exists.
+    """
+
+    __tablename__ = "worker"
+    id: str = Field(primary_key=True)
+    host: str = Field(index=True)
+    pid: int
+    started_at: datetime = Field(default_factory=utcnow)
+    heartbeat_at: datetime = Field(default_factory=utcnow)
+    stopped_at: datetime | None = None
 
 
 class LLMCall(SQLModel, table=True):

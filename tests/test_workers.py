@@ -1,0 +1,246 @@
+"""Several build workers on one store: claim semantics, liveness, and two concurrent builds (SQLite).
+
+The PostgreSQL version of the two-worker build is in ``test_postgres_workers.py`` and reuses
+:func:`run_two_workers` from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlmodel import select
+
+from arcticqa.config import load_settings
+from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.pipeline.build import run_build
+from arcticqa.pipeline.runner import open_build_context
+from arcticqa.store.db import read_session, write_session
+from arcticqa.store.store import HOST, Store
+from arcticqa.store.tables import StageRun, Worker, utcnow
+from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
+
+__all__ = ["run_two_workers", "claim_race"]
+
+SECRET = "sk-test-SECRET-workers-77aa"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _done(run: StageRun) -> bool:
+    return run.status == "succeeded"
+
+
+def _claim(store: Store, worker: str | None, key: str = "p1") -> str:
+    return store.claim_run(key, "findings", "", input_hash="h", worker_id=worker, done=_done).status
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def claim_race(store: Store, n_threads: int = 8) -> Counter[str]:
+    """``n_threads`` workers claim the same paper stage at the same instant; returns the outcomes."""
+    workers = [store.register_worker() for _ in range(n_threads)]
+    barrier = threading.Barrier(n_threads)
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def go(worker: str) -> None:
+        barrier.wait()
+        status = _claim(store, worker, key="race")
+        with lock:
+            outcomes[status] += 1
+
+    threads = [threading.Thread(target=go, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return outcomes
+
+
+def test_a_live_workers_claim_is_held_and_a_stopped_ones_is_taken_over(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    a, b = store.register_worker(), store.register_worker()
+    assert _claim(store, a) == "claimed"
+    assert _claim(store, b) == "held"  # a is this very (live) process, heartbeat fresh
+    store.stop_worker(a)
+    assert _claim(store, b) == "claimed"
+    runs = store.runs()
+    assert [(r.attempt, r.worker_id, r.status) for r in runs] == [(2, b, "running")]
+    store.finish_run(runs[0], status="succeeded")
+    assert _claim(store, a) == "done"
+
+
+@pytest.mark.parametrize("case", ["dead_pid", "stale_heartbeat", "unknown_worker", "no_worker"])
+def test_a_dead_workers_running_attempt_is_taken_over(tmp_path: Path, case: str) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}", stale_after_s=30)
+    holder: str | None = "gone"
+    with write_session(store.engine) as s:
+        if case == "dead_pid":  # killed on this host: noticed at once, no heartbeat wait
+            s.add(Worker(id="gone", host=HOST, pid=_dead_pid()))
+        elif case == "stale_heartbeat":  # on another host: only the heartbeat can tell
+            s.add(Worker(id="gone", host="other-host", pid=1, heartbeat_at=utcnow() - timedelta(seconds=31)))
+        elif case == "no_worker":  # a crashed build from before workers were recorded
+            holder = None
+    with write_session(store.engine) as s:
+        s.add(StageRun(paper_id="p1", stage="findings", status="running", worker_id=holder))
+    assert _claim(store, store.register_worker()) == "claimed"
+
+
+def test_a_live_worker_on_another_host_is_trusted_until_its_heartbeat_goes_stale(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}", stale_after_s=30)
+    with write_session(store.engine) as s:
+        # pid 1 on *this* host would be alive anyway; on another host the pid is not checked
+        s.add(Worker(id="far", host="other-host", pid=999_999_999, heartbeat_at=utcnow() - timedelta(seconds=5)))
+    with write_session(store.engine) as s:
+        s.add(StageRun(paper_id="p1", stage="findings", status="running", worker_id="far"))
+    assert _claim(store, store.register_worker()) == "held"
+
+
+def test_concurrent_claims_on_sqlite_have_exactly_one_winner(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    assert claim_race(store) == Counter({"claimed": 1, "held": 7})
+    assert len([r for r in store.runs() if r.paper_id == "race"]) == 1
+
+
+def test_build_context_heartbeats_and_stops_its_worker(tmp_path: Path) -> None:
+    settings = load_settings(None, store={"url": f"sqlite:///{tmp_path / 's.db'}", "heartbeat_s": 0.05})
+
+    async def go() -> tuple[Any, Any]:
+        async with open_build_context(settings) as ctx:
+            first = ctx.store.workers()[0].heartbeat_at
+            await asyncio.sleep(0.3)
+            return first, ctx.store.workers()[0]
+
+    first, during = asyncio.run(go())
+    store = Store(settings.store.url)
+    [after] = store.workers()
+    assert during.heartbeat_at > first and during.stopped_at is None and during.pid == os.getpid()
+    assert after.stopped_at is not None
+
+
+# -- two concurrent builds ------------------------------------------------------------------------
+def _reference_build(config: Path) -> None:
+    async def go() -> None:
+        async with open_build_context(load_settings(config)) as ctx:
+            await run_build(ctx)
+            ctx.store.close()
+
+    asyncio.run(go())
+
+
+def _items(store: Store) -> list[dict[str, Any]]:
+    return sorted((dict(row.payload or {}) for row in store.items()), key=lambda p: p["item_id"])
+
+
+def _bodies(server: FakeOpenAIServer) -> Counter[str]:
+    return Counter(json.dumps(r.body, sort_keys=True) for r in server.requests)
+
+
+def _worker(config: Path, command: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "ARCTICQA_TEST_KEY": SECRET, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "DO_NOT_TRACK": "1"}
+    return subprocess.Popen([sys.executable, "-m", "arcticqa", command, "--orchestrator", "local",
+                             "-c", str(config)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=REPO)
+
+
+def run_two_workers(tmp_path: Path, store_url: str | None, *, n_papers: int = 8) -> dict[str, Any]:
+    """Two ``arcticqa build`` processes on one store and one model stand-in, against a single
+    in-process build of the same corpus. Returns timings and counts for the caller to report."""
+    corpus = make_corpus(tmp_path / "corpus", n=n_papers)
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
+        _reference_build(reference)
+        expected_items = _items(Store(load_settings(reference).store.url))
+        expected_bodies = _bodies(srv)
+    assert len(expected_items) == n_papers
+
+    with FakeOpenAIServer(ScriptedModel(), latency=0.05) as srv:
+        config = write_config(tmp_path / "workers", base_url=srv.base_url, corpus=corpus, store_url=store_url,
+                              extra="claim_poll_s = 0.2")
+        started = time.monotonic()
+        procs = [_worker(config, "build") for _ in range(2)]
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+        elapsed = time.monotonic() - started
+        for proc, out in zip(procs, outs, strict=True):
+            assert proc.returncode == 0, out
+        bodies = _bodies(srv)
+
+    duplicates = {b: n for b, n in bodies.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} request bodies were sent more than once"
+    assert set(bodies) == set(expected_bodies)  # the same work as one worker, no more, no less
+
+    store = Store(load_settings(config).store.url)
+    with read_session(store.engine) as s:
+        runs = list(s.exec(select(StageRun)).all())
+    attempts = Counter((r.paper_id, r.stage, r.subject) for r in runs)
+    assert attempts and all(n == 1 for n in attempts.values()), \
+        [k for k, n in attempts.items() if n > 1][:5]
+    assert {r.status for r in runs} <= {"succeeded", "rejected"}
+    by_worker = Counter(r.worker_id for r in runs)
+    assert len(by_worker) == 2 and None not in by_worker, by_worker  # both workers did part of it
+    assert all(w.stopped_at is not None for w in store.workers())
+    assert _items(store) == expected_items
+    store.close()
+    return {"elapsed_s": round(elapsed, 1), "stage_runs": len(runs), "by_worker": sorted(by_worker.values())}
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARCTICQA_TEST_KEY", SECRET)
+
+
+def test_two_workers_on_one_sqlite_store_run_every_stage_exactly_once(tmp_path: Path) -> None:
+    stats = run_two_workers(tmp_path, None)
+    print(stats)
+
+
+def test_when_one_of_two_workers_is_killed_the_other_finishes_its_papers(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus", n=4)
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
+        _reference_build(reference)
+        expected_items = _items(Store(load_settings(reference).store.url))
+
+    with FakeOpenAIServer(ScriptedModel(), latency=0.2) as srv:
+        config = write_config(tmp_path / "workers", base_url=srv.base_url, corpus=corpus,
+                              extra="claim_poll_s = 0.2")
+        victim, survivor = _worker(config, "build"), _worker(config, "build")
+        store = Store(load_settings(config).store.url)
+        deadline = time.monotonic() + 120
+        # kill the victim once it holds a construction step (mid-paper, model call in flight)
+        while time.monotonic() < deadline:
+            owners = {w.id: w.pid for w in store.workers()}
+            if any(r.status == "running" and owners.get(r.worker_id or "") == victim.pid and r.subject
+                   for r in store.runs()):
+                break
+            time.sleep(0.05)
+        os.kill(victim.pid, 9)
+        victim.wait(timeout=10)
+        out = survivor.communicate(timeout=300)[0]
+        assert survivor.returncode == 0, out
+
+    runs = store.runs()
+    assert {r.status for r in runs} <= {"succeeded", "rejected"}, "the survivor left work unfinished"
+    with read_session(store.engine) as s:
+        every = list(s.exec(select(StageRun)).all())
+    finished = Counter((r.paper_id, r.stage, r.subject) for r in every if r.status != "running")
+    assert all(n == 1 for n in finished.values()), "a finished stage ran again"
+    victim_ids = {w.id for w in store.workers() if w.pid == victim.pid}
+    taken_over = [r for r in every if r.status == "running" and r.worker_id in victim_ids]
+    assert taken_over, "the victim was killed holding nothing"
+    assert _items(store) == expected_items
