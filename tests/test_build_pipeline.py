@@ -228,3 +228,23 @@ def test_export_validate_audit_and_funnel_from_a_built_store(tmp_path: Path) -> 
     store = Store(load_settings(config).store.url)
     funnel = {s.name: s.count for s in store.funnel_counts().steps}
     assert funnel["discovered"] == 3 and funnel["accepted"] == 2
+
+
+def test_resume_finishes_an_interrupted_discovery_and_starts_no_new_one(tmp_path: Path) -> None:
+    from arcticqa.stages.discover import DiscoveryOptions, discover
+    from arcticqa.store.discovery import StoreCheckpoint
+
+    corpus = make_corpus(tmp_path / "corpus")
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
+        settings = load_settings(config)
+        store = Store(settings.store.url)
+        # a discovery killed after its first page: one of three records recorded
+        asyncio.run(discover([], source=settings.build.source, checkpoint=StoreCheckpoint(store),
+                             options=DiscoveryOptions(page_size=1, max_pages=1)))
+        assert len(StoreCheckpoint(store).all_records()) == 1
+        summary = _build(config, resume=True)
+        assert summary["discovered"] is not None and summary["discovered"]["new_papers"] == 3
+        assert summary["stages"]["construct"] == {"succeeded": 3}
+        again = _build(config, resume=True)
+        assert again["discovered"] is None  # nothing unfinished: resume starts no discovery
