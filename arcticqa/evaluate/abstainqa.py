@@ -633,13 +633,19 @@ def selective_records(records: Iterable[AbstainQARecord]) -> list[SelectiveRecor
     return out
 
 
+def _group_key(model: str, variant: str) -> tuple[str, int, str]:
+    """Models by id, then the variants in their documented order (unknown ones last)."""
+    return model, VARIANTS.index(variant) if variant in VARIANTS else len(VARIANTS), variant
+
+
 def build_abstainqa_report(records: Sequence[AbstainQARecord], *, source: str = "",
                            thresholds: Sequence[int] = DEFAULT_THRESHOLDS) -> AbstainQAReport:
     groups: dict[tuple[str, str], list[AbstainQARecord]] = {}
     for r in records:
         groups.setdefault((r.model, r.variant), []).append(r)
     results = []
-    for (model, variant), rows in groups.items():
+    # a report must not depend on the order rows came back from concurrent calls
+    for (model, variant), rows in sorted(groups.items(), key=lambda kv: _group_key(*kv[0])):
         has_conf = any(r.confidence is not None for r in rows)
         results.append(GroupResult(
             model=model, model_label=rows[0].model_label, variant=variant,

@@ -691,7 +691,10 @@ def build_know2guess_report(records: Sequence[Know2GuessRecord], *, source: str 
         return compute_metrics(rows, parser=parser, wrong_penalty=wrong_penalty, bins=bins)
 
     groups = []
-    for (model, variant), rows in grouped.items():
+    # a report must not depend on the order rows came back from concurrent calls
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    for (model, variant), rows in sorted(grouped.items(),
+                                         key=lambda kv: (kv[0][0], order.get(kv[0][1], len(order)), kv[0][1])):
         zones = {z: metrics(r for r in rows if r.zone == z) for z in ZONES if any(r.zone == z for r in rows)}
         risks = {k: metrics(r for r in rows if r.contamination_risk == k) for k in RISKS
                  if any(r.contamination_risk == k for r in rows)}
