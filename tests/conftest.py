@@ -9,6 +9,8 @@ import pytest
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+# Prefect logs "Stopping temporary server" at exit, after pytest has closed its capture streams
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
