@@ -14,9 +14,7 @@ import csv
 import io
 import json
 import math
-import shutil
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from arcticqa.evaluate.coverage import (
     from_outcome_counts,
 )
 from arcticqa.evaluate.metrics import METRIC_NAMES, OutcomeCounts, median_of
+from arcticqa.evaluate.reportio import write_report_folder
 from arcticqa.evaluate.responses import Disagreement, ResponseRecord, model_order
 from arcticqa.evaluate.stats import (
     SignFlipResult,
@@ -407,38 +406,24 @@ def coverage_of(report: Report) -> CoverageAnalysis:
 def write_report(report: Report, out_dir: Path | str, *, figure: bool = True,
                  generator: str = "`arcticqa evaluate report`", source_name: str | None = None) -> ReportPaths:
     """Write every report file into ``out_dir`` (replaced as a whole, atomically per folder)."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        name = source_name or (f"`{Path(report.source).name}`" if report.source else "the responses")
-        texts = {
-            "TABLES.md": render_tables(report, generator=generator, source_name=name),
-            "condition-shifts.csv": _condition_shifts_csv(report),
-            "metrics.csv": _metrics_csv(report),
-            "trial-metrics.csv": _trial_metrics_csv(report),
-            "outcome-counts.csv": _outcome_counts_csv(report),
-            "summary.json": json.dumps(_summary(report), indent=2) + "\n",
-            "checks.json": json.dumps(_checks(report), indent=2) + "\n",
-        }
-        # The coverage view goes into files of its own so the published files stay byte-identical.
-        coverage = coverage_of(report)
-        texts.update(coverage_files(coverage))
-        for file_name, text in texts.items():
-            (staging / file_name).write_text(text, encoding="utf-8")
-        if figure and report.models:
-            _figure(report, staging / "figure-1.png", staging / "figure-1.svg")
-            coverage_figure(coverage, staging / "coverage-risk.png", staging / "coverage-risk.svg")
-        previous = None
-        if out_dir.exists():
-            previous = out_dir.with_name(f".{out_dir.name}.old-{staging.name[-8:]}")
-            out_dir.rename(previous)
-        staging.rename(out_dir)
-        if previous is not None:
-            shutil.rmtree(previous, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    name = source_name or (f"`{Path(report.source).name}`" if report.source else "the responses")
+    texts = {
+        "TABLES.md": render_tables(report, generator=generator, source_name=name),
+        "condition-shifts.csv": _condition_shifts_csv(report),
+        "metrics.csv": _metrics_csv(report),
+        "trial-metrics.csv": _trial_metrics_csv(report),
+        "outcome-counts.csv": _outcome_counts_csv(report),
+        "summary.json": json.dumps(_summary(report), indent=2) + "\n",
+        "checks.json": json.dumps(_checks(report), indent=2) + "\n",
+    }
+    # The coverage view goes into files of its own so the published files stay byte-identical.
+    coverage = coverage_of(report)
+    texts.update(coverage_files(coverage))
+    figures: list[Callable[[Path], None]] = []
+    if figure and report.models:
+        figures = [lambda d: _figure(report, d / "figure-1.png", d / "figure-1.svg"),
+                   lambda d: coverage_figure(coverage, d / "coverage-risk.png", d / "coverage-risk.svg")]
+    out_dir = write_report_folder(out_dir, texts, figures)
     has_figure = figure and bool(report.models)
     return ReportPaths(
         out_dir=out_dir, tables=out_dir / "TABLES.md", condition_shifts=out_dir / "condition-shifts.csv",
