@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from arcticqa.cli.app import ConfigOption, app, console, handle_errors
-from arcticqa.errors import ArcticQAError, InputError
+from arcticqa.errors import InputError
 
 if TYPE_CHECKING:
     from arcticqa.evidence import Document
@@ -33,11 +33,8 @@ def _read_file(path: Path) -> tuple[PaperRecord, Document | None]:
     if not path.is_file():
         raise InputError("file not found", path=str(path))
     if path.suffix.lower() == ".pdf":
-        try:
-            from arcticqa.text.extract import extract_pdf_bytes
-        except ImportError as exc:  # the text package is optional at this layer
-            raise InputError("PDF input needs arcticqa.text, which is not available; pass a .txt file",
-                             path=str(path)) from exc
+        from arcticqa.text.extract import extract_pdf_bytes
+
         document = extract_pdf_bytes(path.read_bytes())
         if document.status != "ok":
             raise InputError(f"cannot extract text ({document.status}): {document.message or ''}".strip(),
@@ -52,25 +49,17 @@ def _read_file(path: Path) -> tuple[PaperRecord, Document | None]:
 
 def _from_store(paper_id: str, config: Path | None) -> tuple[PaperRecord, Document | None]:
     from arcticqa.config import load_settings
+    from arcticqa.store import open_store
 
     settings = load_settings(config)
-    try:
-        from arcticqa.store import open_store
-    except (ImportError, AttributeError):
-        try:
-            from arcticqa.store.store import open_store
-        except (ImportError, AttributeError) as exc:
-            raise ArcticQAError("store not available: --paper needs arcticqa.store.open_store") from exc
-    store: Any = open_store(settings)
+    store = open_store(settings)
     try:
         paper = store.get_paper(paper_id)
         if paper is None:
             raise InputError(f"paper {paper_id!r} is not in the store ({settings.store.url})", field="--paper")
         return paper, store.get_document(paper_id)
     finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
+        store.close()
 
 
 def _print(decision: EligibilityDecision) -> None:

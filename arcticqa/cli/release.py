@@ -22,26 +22,15 @@ _MAX_PRINTED = 50
 
 
 def _call_store(config: Path | None, method: str, **kwargs: Any) -> Any:
-    """Open the store and call one of its release/audit methods; a clear error if it is missing."""
+    """Open the store and call one of its release/audit views."""
     from arcticqa.config import load_settings
+    from arcticqa.store import open_store
 
-    settings = load_settings(config)
+    store = open_store(load_settings(config))
     try:
-        from arcticqa.store import open_store
-    except ImportError:
-        raise StageError("the store does not provide open_store() yet; this command is not "
-                         "available in this build") from None
-    store = open_store(settings)
-    try:
-        fn = getattr(store, method, None)
-        if fn is None:
-            raise StageError(f"the store does not provide {method}() yet; this command is not "
-                             "available in this build")
-        return fn(**kwargs)
+        return getattr(store, method)(**kwargs)
     finally:
-        close = getattr(store, "close", None)
-        if callable(close):
-            close()
+        store.close()
 
 
 def _write_text_atomic(path: Path, text: str) -> None:

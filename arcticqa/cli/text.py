@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from arcticqa.cli.app import ConfigOption, app, console, handle_errors
-from arcticqa.errors import ArcticQAError, InputError
+from arcticqa.errors import InputError
 
 __all__ = ["extract_text_command", "ingest_pdfs_command"]
 
@@ -87,11 +87,11 @@ def ingest_pdfs_command(
 
     settings = load_settings(config)
     ingested = ingest_pdfs(directory, map_csv, pdf_cache_dir(settings.build.data_dir))
-    try:
-        from arcticqa.store import open_store
+    from arcticqa.store import open_store
 
-        open_store(settings).attach_pdf(ingested)
-    except (ImportError, AttributeError) as exc:
-        raise ArcticQAError(f"{len(ingested)} PDFs were copied into the cache, but the store cannot "
-                            f"record them yet ({exc}); run the command again once it can") from exc
+    store = open_store(settings)
+    try:
+        store.attach_pdf(ingested)
+    finally:
+        store.close()
     console.print(f"attached {len(ingested)} PDFs", highlight=False)
