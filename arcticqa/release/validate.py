@@ -14,8 +14,9 @@ import csv
 import hashlib
 import io
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -217,8 +218,13 @@ def check_item(item: ReleaseItem) -> list[Issue]:
     return scratch.errors
 
 
-def _read_items(col: _Collector, path: Path) -> dict[str, tuple[int, ReleaseItem, bool]]:
-    items: dict[str, tuple[int, ReleaseItem, bool]] = {}
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+def _valid_lines(col: _Collector, path: Path, model: type[_Record], count: str
+                 ) -> Iterator[tuple[int, _Record]]:
+    """Each line of ``path`` that parses and validates as ``model``; every other line's problem
+    goes to the collector. ``col.report.counts[count]`` ends as the number of lines read."""
     lines = 0
     for lineno, obj in iter_jsonl_lenient(path):
         lines += 1
@@ -226,16 +232,20 @@ def _read_items(col: _Collector, path: Path) -> dict[str, tuple[int, ReleaseItem
             col.input_error(obj, path)
             continue
         try:
-            item = ReleaseItem.model_validate(obj, strict=True)
+            yield lineno, model.model_validate(obj, strict=True)
         except ValidationError as exc:
             _schema_issues(col, exc, path, lineno)
-            continue
+    col.report.counts[count] = lines
+
+
+def _read_items(col: _Collector, path: Path) -> dict[str, tuple[int, ReleaseItem, bool]]:
+    items: dict[str, tuple[int, ReleaseItem, bool]] = {}
+    for lineno, item in _valid_lines(col, path, ReleaseItem, "items"):
         if item.item_id in items:
             col.add(R_DUPLICATE_ID, path, f"item id {item.item_id} already used on line "
                     f"{items[item.item_id][0]}", line=lineno, field="item_id")
             continue
         items[item.item_id] = (lineno, item, _check_item(col, item, path, lineno))
-    col.report.counts["items"] = lines
     return items
 
 
@@ -260,17 +270,7 @@ def _read_conditions(col: _Collector, path: Path, items: dict[str, tuple[int, Re
         if good:
             for c in conditions_for(item, abstain_text=abstain_text):
                 expected[(c.item_id, c.condition)] = c
-    lines = 0
-    for lineno, obj in iter_jsonl_lenient(path):
-        lines += 1
-        if isinstance(obj, InputError):
-            col.input_error(obj, path)
-            continue
-        try:
-            rec = ConditionRecord.model_validate(obj, strict=True)
-        except ValidationError as exc:
-            _schema_issues(col, exc, path, lineno)
-            continue
+    for lineno, rec in _valid_lines(col, path, ConditionRecord, "conditions"):
         key: tuple[str, str] = (rec.item_id, rec.condition)
         if key in seen:
             col.add(R_DUPLICATE_ID, path, f"condition {rec.condition} of item {rec.item_id} "
@@ -289,7 +289,6 @@ def _read_conditions(col: _Collector, path: Path, items: dict[str, tuple[int, Re
             col.add(R_CONDITION_MISMATCH, path,
                     f"condition {rec.condition} of item {rec.item_id} disagrees with the item",
                     line=lineno, field=diff)
-    col.report.counts["conditions"] = lines
     for missing in sorted(expected):
         if missing not in seen:
             col.add(R_CONDITION_MISSING, path, f"item {missing[0]} has no {missing[1]} condition",
@@ -297,21 +296,10 @@ def _read_conditions(col: _Collector, path: Path, items: dict[str, tuple[int, Re
 
 
 def _read_responses_jsonl(col: _Collector, path: Path, items: dict[str, Any]) -> None:
-    lines = 0
-    for lineno, obj in iter_jsonl_lenient(path):
-        lines += 1
-        if isinstance(obj, InputError):
-            col.input_error(obj, path)
-            continue
-        try:
-            rec = ResponseRecord.model_validate(obj, strict=True)
-        except ValidationError as exc:
-            _schema_issues(col, exc, path, lineno)
-            continue
+    for lineno, rec in _valid_lines(col, path, ResponseRecord, "responses"):
         if rec.item_id not in items:
             col.add(R_UNKNOWN_ITEM, path, f"item {rec.item_id} is not in items.jsonl",
                     line=lineno, field="item_id")
-    col.report.counts["responses"] = lines
 
 
 def _read_responses_csv(col: _Collector, path: Path, items: dict[str, Any]) -> None:
