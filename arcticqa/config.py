@@ -208,6 +208,12 @@ class Settings(BaseSettings):
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_path))
         return tuple(sources)
 
+    @field_validator("models")
+    @classmethod
+    def _offline_always_exists(cls, value: dict[str, ModelConfig]) -> dict[str, ModelConfig]:
+        # roles not given a model fall back to "offline", so it must exist whatever [models] says
+        return _default_models() | value
+
     @field_validator("roles")
     @classmethod
     def _known_roles(cls, value: dict[str, str]) -> dict[str, str]:

@@ -46,3 +46,14 @@ def test_keys_from_an_env_file_are_used_but_not_exported(tmp_path: Path, monkeyp
     monkeypatch.setenv("ARCTICQA_ENV_FILE", str(tmp_path / "nope.env"))
     with pytest.raises(ConfigError, match="env file not found"):
         load_settings()
+
+
+def test_roles_left_unmapped_or_mapped_to_offline_work_beside_user_models(tmp_path: Path) -> None:
+    cfg = tmp_path / "a.toml"
+    cfg.write_text('[models.local]\nprovider = "openai"\nmodel = "m"\napi_key_env = ""\n'
+                   '[roles]\nverifier = "local"\nsite_extractor = "offline"\n', encoding="utf-8")
+    settings = load_settings(cfg)
+    assert settings.model_for("verifier").model == "m"
+    assert settings.model_for("site_extractor").provider == "offline"
+    assert settings.model_for("question_writer").provider == "offline"
+    assert settings.model_for("verifier").api_key() == "not-needed"
