@@ -22,19 +22,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 from typing import Any, cast
 
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
+from prefect import Flow, flow, task
+from prefect.cache_policies import NO_CACHE
+from prefect.context import FlowRunContext
 
-from prefect import Flow, flow, task  # noqa: E402
-from prefect.cache_policies import NO_CACHE  # noqa: E402
-from prefect.context import FlowRunContext  # noqa: E402
-
-from arcticqa.config import Settings, load_settings  # noqa: E402
-from arcticqa.pipeline.build import run_build  # noqa: E402
-from arcticqa.pipeline.runner import (  # noqa: E402
+from arcticqa.config import Settings, load_settings
+from arcticqa.pipeline.build import run_build
+from arcticqa.pipeline.runner import (
     BatchReport,
     BuildContext,
     StageSpec,

@@ -15,14 +15,10 @@ each flow run in a subprocess of their own.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any, cast
 
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-
-from prefect import Flow  # noqa: E402
+from prefect import Flow
 
 __all__ = ["REPO", "deploy"]
 

@@ -14,12 +14,8 @@ processes, deploy to a process work pool instead (``flows/deploy.py``, ``docs/sc
 from __future__ import annotations
 
 import argparse
-import os
 
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-
-from flows.build_arcticqa import build_arcticqa  # noqa: E402
+from flows.build_arcticqa import build_arcticqa
 
 __all__ = ["DEPLOYMENT_NAME", "main"]
 

@@ -46,8 +46,6 @@ SourceOption = Annotated[
 
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
          source: str | None, keywords: Path | None = None) -> None:
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
     from arcticqa.config import load_settings
     from arcticqa.pipeline.build import FailureThresholdExceeded, run_build
     from arcticqa.pipeline.runner import open_build_context
