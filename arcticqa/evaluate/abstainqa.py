@@ -48,6 +48,7 @@ from arcticqa.evaluate.coverage import (
     coverage_files,
     coverage_summary,
 )
+from arcticqa.evaluate.external import CellGuard, external_lines
 from arcticqa.evaluate.outcomes import parse_lenient, parse_strict
 from arcticqa.evaluate.protocols import normalise_option_text
 from arcticqa.evaluate.reportio import csv_text, f6, write_report_folder
@@ -478,43 +479,20 @@ def load_external_responses(items: Sequence[AbstainQAItem], responses_path: Path
     ``confidence`` (1–5), ``prompt_variant`` (default ``standard``; ``<v>+confidence`` parses the
     two-line confidence reply), ``model``, ``model_label``, ``trial``, ``finish_reason``."""
     by_id = {item.question_id: item for item in items}
-    path = Path(responses_path)
-    name = str(path)
-    if not path.exists():
-        raise InputError("file not found", path=name)
+    name = str(responses_path)
     records: list[AbstainQARecord] = []
-    seen: dict[tuple[str, str, str, int], int] = {}
-    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
-    for line_no, row in iter_jsonl(path, skip_blank=True):
-        qid = row.get("question_id") or row.get("item_id")
-        if qid not in by_id:
-            raise InputError(f"unknown question {qid!r}", path=name, line=line_no, field="question_id")
-        if "raw_response_text" not in row:
-            raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
-                             field="raw_response_text")
-        raw = row["raw_response_text"]
-        if raw is not None and not isinstance(raw, str):
-            raise InputError("must be a string or null", path=name, line=line_no, field="raw_response_text")
-        confidence = row.get("confidence")
+    cells = CellGuard(responses_path)
+    for line in external_lines(responses_path, by_id, id_keys=("question_id", "item_id")):
+        confidence = line.row.get("confidence")
         if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float)
                                        or not 1 <= confidence <= 5 or confidence != int(confidence)):
-            raise InputError("must be an integer from 1 to 5", path=name, line=line_no, field="confidence")
-        variant = str(row.get("prompt_variant") or "standard")
-        try:
-            trial = int(row.get("trial", 1))
-        except (TypeError, ValueError):
-            raise InputError("must be an integer", path=name, line=line_no, field="trial") from None
-        model = str(row.get("model") or "external")
-        finish = (row.get("finish_reason") or "").lower()
-        failure = "refusal" if finish in ("refusal", "content_filter", "safety") else None
-        rec = _record(by_id[qid], model=model, model_label=str(row.get("model_label") or model),
-                      variant=variant, trial=trial, text=raw,
-                      verbal_confidence=variant.endswith(CONFIDENCE_SUFFIX), failure=failure,
+            raise InputError("must be an integer from 1 to 5", path=name, line=line.line, field="confidence")
+        variant = str(line.row.get("prompt_variant") or "standard")
+        rec = _record(by_id[line.question_id], model=line.model, model_label=line.model_label,
+                      variant=variant, trial=line.trial, text=line.raw_response_text,
+                      verbal_confidence=variant.endswith(CONFIDENCE_SUFFIX), failure=line.failure,
                       given_confidence=int(confidence) if confidence is not None else None)
-        first = seen.setdefault(rec.cell, line_no)
-        if first != line_no:
-            raise InputError(f"second response for model {model}, question {qid}, variant {variant}, "
-                             f"trial {trial} (first at line {first})", path=name, line=line_no)
+        cells.check(rec.cell, line, variant)
         records.append(rec)
     if not records:
         raise InputError("no responses in file", path=name)

@@ -57,6 +57,7 @@ from arcticqa.evaluate.coverage import (
     coverage_files,
     coverage_summary,
 )
+from arcticqa.evaluate.external import CellGuard, external_lines
 from arcticqa.evaluate.reportio import csv_text, f6, write_report_folder
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
@@ -522,43 +523,20 @@ def load_external_responses(items: Sequence[Know2GuessItem], responses_path: Pat
     ``confidence`` in [0, 1], ``prompt_variant`` (default ``answer_or_abstain``), ``model``,
     ``model_label``, ``trial``, ``finish_reason``."""
     by_id = {item.question_id: item for item in items}
-    path = Path(responses_path)
-    name = str(path)
-    if not path.exists():
-        raise InputError("file not found", path=name)
+    name = str(responses_path)
     records: list[Know2GuessRecord] = []
-    seen: dict[tuple[str, str, str, int], int] = {}
     modes: dict[str, str] = {}
-    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
-    for line_no, row in iter_jsonl(path, skip_blank=True):
-        qid = row.get("question_id")
-        if qid not in by_id:
-            raise InputError(f"unknown question {qid!r}", path=name, line=line_no, field="question_id")
-        if "raw_response_text" not in row:
-            raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
-                             field="raw_response_text")
-        raw = row["raw_response_text"]
-        if raw is not None and not isinstance(raw, str):
-            raise InputError("must be a string or null", path=name, line=line_no, field="raw_response_text")
-        given = row.get("confidence")
+    cells = CellGuard(responses_path)
+    for line in external_lines(responses_path, by_id):
+        given = line.row.get("confidence")
         if given is not None and _confidence(given, lenient=False) is None:
-            raise InputError("must be a number from 0 to 1", path=name, line=line_no, field="confidence")
-        variant = str(row.get("prompt_variant") or "answer_or_abstain")
+            raise InputError("must be a number from 0 to 1", path=name, line=line.line, field="confidence")
+        variant = str(line.row.get("prompt_variant") or "answer_or_abstain")
         mode = modes.setdefault(variant, _mode_of(variant))
-        try:
-            trial = int(row.get("trial", 1))
-        except (TypeError, ValueError):
-            raise InputError("must be an integer", path=name, line=line_no, field="trial") from None
-        model = str(row.get("model") or "external")
-        finish = (row.get("finish_reason") or "").lower()
-        failure = "refusal" if finish in ("refusal", "content_filter", "safety") else None
-        rec = _record(by_id[qid], model=model, model_label=str(row.get("model_label") or model),
-                      variant=variant, mode=mode, trial=trial, text=raw, failure=failure,
-                      given_confidence=float(given) if given is not None else None)
-        first = seen.setdefault(rec.cell, line_no)
-        if first != line_no:
-            raise InputError(f"second response for model {model}, question {qid}, variant {variant}, "
-                             f"trial {trial} (first at line {first})", path=name, line=line_no)
+        rec = _record(by_id[line.question_id], model=line.model, model_label=line.model_label,
+                      variant=variant, mode=mode, trial=line.trial, text=line.raw_response_text,
+                      failure=line.failure, given_confidence=float(given) if given is not None else None)
+        cells.check(rec.cell, line, variant)
         records.append(rec)
     if not records:
         raise InputError("no responses in file", path=name)
