@@ -53,30 +53,54 @@ class StageTiming:
     counts: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class ServerView:
+    """What the endpoint saw: its answers, when they left (monotonic s), and its own CPU."""
+
+    completions: int = 0
+    first_answer: float = 0.0
+    last_answer: float = 0.0
+    cpu_s: float = 0.0
+
+    def rate(self, latency: float) -> tuple[float, float]:
+        """(calls/s, window s): the window runs from the first request's start (its answer
+        minus the latency) to the last answer, i.e. the time the build kept the endpoint busy."""
+        window = self.last_answer - self.first_answer + latency
+        return (self.completions / window if window > 0 else 0.0), window
+
+
 def _serve(latency: float, cap: int | None, conn: Connection) -> None:
     from arcticqa.llm.local_server import FakeOpenAIServer
 
-    with FakeOpenAIServer(ScriptedModel(), latency=latency, max_concurrency=cap) as server:
+    model = ScriptedModel()
+    answered: list[float] = []
+
+    def responder(body: dict[str, Any], headers: Any) -> Any:
+        answered.append(time.monotonic())  # called after the latency, inside the endpoint's slot
+        return model(body, headers)
+
+    with FakeOpenAIServer(responder, latency=latency, max_concurrency=cap) as server:
         conn.send(server.base_url)
         conn.recv()  # block until the parent is done
-        conn.send(server.completions)
+        conn.send(ServerView(server.completions, min(answered, default=0.0), max(answered, default=0.0),
+                             time.process_time()))
 
 
 @contextlib.contextmanager
-def _server(latency: float, cap: int | None) -> Iterator[tuple[str, Callable[[], int]]]:
-    """The stand-in endpoint in its own process; yields (base_url, completions-so-far getter)."""
+def _server(latency: float, cap: int | None) -> Iterator[tuple[str, Callable[[], ServerView]]]:
+    """The stand-in endpoint in its own process; yields (base_url, getter of its view after exit)."""
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe()
     process = ctx.Process(target=_serve, args=(latency, cap, child), daemon=True)
     process.start()
     base_url = parent.recv()
-    done: list[int] = []
+    done: list[ServerView] = []
 
-    def completions() -> int:
-        return done[0] if done else -1
+    def view() -> ServerView:
+        return done[0] if done else ServerView()
 
     try:
-        yield base_url, completions
+        yield base_url, view
     finally:
         parent.send("stop")
         done.append(parent.recv())
@@ -102,7 +126,7 @@ class _StoreTimer:
         return timed
 
 
-async def _local_build(config: Path) -> tuple[dict[str, StageTiming], dict[str, Any]]:
+async def _local_build(config: Path, *, count_calls: bool = True) -> tuple[dict[str, StageTiming], dict[str, Any]]:
     from arcticqa.config import load_settings
     from arcticqa.pipeline.build import run_build
     from arcticqa.pipeline.runner import BatchReport, StageSpec, open_build_context, run_stage_batch
@@ -135,7 +159,7 @@ async def _local_build(config: Path) -> tuple[dict[str, StageTiming], dict[str, 
         summary = await run_build(ctx, dispatch=dispatch, discover_fn=discover)
         for stage, spent in timer.spent.items():
             timings[stage].store_s = spent
-        calls = [c for c in ctx.store.llm_calls() if not c.cache_hit]
+        calls = [c for c in ctx.store.llm_calls() if not c.cache_hit] if count_calls else []
         ctx.store.close()
     extra = {"summary": summary.model_dump(mode="json"), "http_calls": len(calls),
              "calls_by_role": dict(sorted(_count(c.role for c in calls).items())),
@@ -158,6 +182,32 @@ def run_local(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
     started = time.perf_counter()
     timings, extra = asyncio.run(_local_build(config))
     return time.perf_counter() - started, timings, extra
+
+
+def _worker(config: Path, conn: Connection) -> None:
+    timings, extra = asyncio.run(_local_build(config, count_calls=False))
+    conn.send((timings, extra))
+
+
+def run_workers(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
+                ) -> tuple[float, list[dict[str, StageTiming]]]:
+    """``args.workers`` build processes on one store (claiming shares the papers out)."""
+    config = write_config(work, base_url=base_url, corpus=corpus, batch_size=args.batch_size,
+                          paper_concurrency=args.paper_concurrency, max_concurrency=args.model_concurrency,
+                          extra_model=args.extra_model)
+    ctx = multiprocessing.get_context("fork")
+    pipes, processes = [], []
+    started = time.perf_counter()
+    for _ in range(args.workers):
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=_worker, args=(config, child))
+        process.start()
+        pipes.append(parent)
+        processes.append(process)
+    results = [pipe.recv() for pipe in pipes]
+    for process in processes:
+        process.join(30)
+    return time.perf_counter() - started, [timings for timings, _ in results]
 
 
 def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -240,19 +290,26 @@ def _report_prefect(n: int, timings: dict[str, StageTiming], prefect: dict[str, 
           f"stage after startup)")
 
 
-def _report_saturation(n: int, latency: float, cap: int, wall: float, timings: dict[str, StageTiming],
-                       extra: dict[str, Any], label: str) -> float:
-    model_stages = [s for s in ("eligibility", "construct") if s in timings]
-    window = sum(timings[s].wall_s for s in model_stages)
-    calls = extra["http_calls"]
-    rate = calls / window if window else 0.0
+def _report_saturation(n: int, latency: float, cap: int, wall: float, per_worker: list[dict[str, StageTiming]],
+                       server: ServerView) -> float:
+    """Throughput as the endpoint saw it: answers over the time from the first request's start
+    to the last answer. Same figure for one build process or several sharing the store."""
+    rate, window = server.rate(latency)
     ideal = cap / latency
-    print(f"\n== 2. endpoint saturation{label}: {n} papers, latency {latency:g} s, endpoint cap {cap} ==")
-    print(f"build wall {wall:.2f} s; model-calling stages ({', '.join(model_stages)}) {window:.2f} s; "
-          f"HTTP calls {calls} ({extra['failed_calls']} failed); by role {extra['calls_by_role']}")
-    for s in model_stages:
-        t = timings[s]
-        print(f"  {s:<12} wall {t.wall_s:6.2f} s, CPU {t.cpu_s:6.2f} s, store {t.store_s:6.2f} s, {t.counts}")
+    print(f"\n== 2. endpoint saturation: {n} papers, latency {latency:g} s, endpoint cap {cap}, "
+          f"{len(per_worker)} build process(es) ==")
+    print(f"build wall {wall:.2f} s; the endpoint answered {server.completions} calls in a {window:.2f} s window "
+          f"(first request to last answer); endpoint process CPU {server.cpu_s:.2f} s "
+          f"({1000 * server.cpu_s / max(server.completions, 1):.2f} ms per call, not ours)")
+    for i, timings in enumerate(per_worker, start=1):
+        for stage in ("eligibility", "construct"):
+            t = timings.get(stage)
+            if t is not None:
+                print(f"  worker {i} {stage:<12} wall {t.wall_s:6.2f} s, CPU {t.cpu_s:6.2f} s, "
+                      f"store {t.store_s:6.2f} s, {t.counts}")
+    construct_cpu = sum(t["construct"].cpu_s for t in per_worker if "construct" in t)
+    print(f"  our CPU in construct: {construct_cpu:.2f} s = "
+          f"{1000 * construct_cpu / max(server.completions, 1):.2f} ms per call")
     print(f"throughput: {rate:.1f} calls/s; ideal {ideal:.0f} calls/s ({cap} / {latency:g} s); "
           f"ratio {rate / ideal:.2f} (target >= {TARGET_RATIO:.2f})")
     return rate / ideal
@@ -269,6 +326,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extra-model", default="", help="extra TOML lines for the model config")
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--endpoint-concurrency", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=1,
+                        help="saturation: build processes sharing one store (docs/scale-out.md)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PREFECT_HOME", str(Path(".arcticqa/prefect").resolve()))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -290,9 +349,13 @@ def main(argv: list[str] | None = None) -> None:
                     prefect = run_prefect(tmp / "prefect", corpus, base_url, args)
                     _report_prefect(args.papers, timings, prefect)
         if args.mode in ("saturation", "both"):
-            with _server(args.latency, args.endpoint_concurrency) as (base_url, _):
-                wall, timings, extra = run_local(tmp / "saturation", corpus, base_url, args)
-            _report_saturation(args.papers, args.latency, args.endpoint_concurrency, wall, timings, extra, "")
+            with _server(args.latency, args.endpoint_concurrency) as (base_url, view):
+                if args.workers > 1:
+                    wall, per_worker = run_workers(tmp / "saturation", corpus, base_url, args)
+                else:
+                    wall, timings, _extra = run_local(tmp / "saturation", corpus, base_url, args)
+                    per_worker = [timings]
+            _report_saturation(args.papers, args.latency, args.endpoint_concurrency, wall, per_worker, view())
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import openai
 from openai import AsyncOpenAI
 
 from arcticqa.config import ModelConfig
-from arcticqa.llm.clients import is_transport_error, transport_retrying
+from arcticqa.llm.clients import describe_error, is_transport_error, transport_retrying
 
 __all__ = ["ChatOutcome", "complete_chat"]
 
@@ -64,7 +64,7 @@ async def complete_chat(client: AsyncOpenAI, cfg: ModelConfig, messages: list[di
                 any(w in str(exc).lower() for w in ("safety", "policy", "content_filter")):
             kind = "refusal"
         return ChatOutcome(text=None, finish_reason=None, latency_s=time.perf_counter() - started,
-                           attempts=attempts, failure=kind, error=f"{type(exc).__name__}: {exc}")
+                           attempts=attempts, failure=kind, error=describe_error(exc))
     choice = completion.choices[0] if completion.choices else None
     usage = completion.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"}) \
         if completion.usage else {}

@@ -7,16 +7,18 @@ way for build roles and for the evaluator.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
+import aiohttp
 import openai
 from openai import AsyncOpenAI
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from arcticqa.config import ModelConfig
 
-__all__ = ["make_async_client", "is_transport_error", "transport_retrying", "retry_after_seconds"]
+__all__ = ["make_async_client", "is_transport_error", "transport_retrying", "retry_after_seconds", "describe_error"]
 
 
 def make_async_client(cfg: ModelConfig) -> AsyncOpenAI:
@@ -26,6 +28,7 @@ def make_async_client(cfg: ModelConfig) -> AsyncOpenAI:
         api_key=cfg.api_key(),
         timeout=cfg.timeout_s,
         max_retries=0,
+        http_client=openai.DefaultAioHttpClient(timeout=cfg.timeout_s) if cfg.http_client == "aiohttp" else None,
     )
 
 
@@ -36,6 +39,22 @@ def is_transport_error(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code == 408 or exc.status_code == 409 or exc.status_code >= 500
     return False
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"ErrorClass: message"`` for records and messages, naming what really happened.
+
+    The openai SDK's aiohttp transport maps every aiohttp connection error to a connect
+    *timeout*, so a reset connection would be recorded as "Request timed out"; the original
+    aiohttp error is the chained cause, and a non-timeout one is named a connection error here.
+    """
+    root: BaseException = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    if isinstance(exc, openai.APITimeoutError) and isinstance(root, aiohttp.ClientConnectionError) \
+            and not isinstance(root, asyncio.TimeoutError):
+        return f"APIConnectionError: connection error ({type(root).__name__}: {root})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:

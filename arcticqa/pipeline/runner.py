@@ -34,7 +34,7 @@ from arcticqa.llm.gateway import Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
 from arcticqa.store.store import Store, input_hash, open_store
-from arcticqa.store.tables import EVIDENCE_TABLES, StageRun
+from arcticqa.store.tables import EVIDENCE_TABLES, StageRun, utcnow
 
 __all__ = [
     "StageResult",
@@ -270,8 +270,12 @@ class StoreStepRunner:
     loaded, not re-run: after a crash only the unfinished steps run again.
     """
 
-    def __init__(self, ctx: BuildContext, paper_id: str) -> None:
+    def __init__(self, ctx: BuildContext, paper_id: str, *, first_attempt: bool = False) -> None:
         self.ctx, self.paper_id = ctx, paper_id
+        #: the stage's first attempt for this paper: no step of it can be in the store yet and the
+        #: runner's claim on the paper keeps other workers out, so steps skip the look-up and the
+        #: claim and are written once, finished (:meth:`Store.record_run`)
+        self.first_attempt = first_attempt
 
     async def __call__(self, stage: str, subject: str, inputs: BaseModel,
                        fn: Callable[[], Awaitable[R]], result_type: type[R]) -> R:
@@ -282,6 +286,8 @@ class StoreStepRunner:
             return run is not None and run.status in ("succeeded", "rejected") and run.input_hash == h \
                 and run.output is not None
 
+        if self.first_attempt:
+            return await self._run_first(stage, subject, h, fn)
         latest = store.latest_run(self.paper_id, stage, subject)
         if finished(latest):
             assert latest is not None
@@ -298,6 +304,22 @@ class StoreStepRunner:
         except BaseException as exc:
             store.finish_run(run, status="failed", error=exc)
             raise
+        store.finish_run(run, **self._outcome(stage, result))
+        return result
+
+    async def _run_first(self, stage: str, subject: str, h: str, fn: Callable[[], Awaitable[R]]) -> R:
+        """A step of a first attempt: no other worker can hold it, so it is written once, finished."""
+        common: dict[str, Any] = dict(input_hash=h, run_id=self.ctx.run_id, worker_id=self.ctx.worker_id,
+                                      started_at=utcnow())
+        try:
+            result = await fn()
+        except BaseException as exc:
+            self.ctx.store.record_run(self.paper_id, stage, subject, status="failed", error=exc, **common)
+            raise
+        self.ctx.store.record_run(self.paper_id, stage, subject, **self._outcome(stage, result), **common)
+        return result
+
+    def _outcome(self, stage: str, result: BaseModel) -> dict[str, Any]:
         rejections: list[Rejection] = list(getattr(result, "rejections", []) or [])
         status: Literal["succeeded", "rejected"] = "succeeded" if _step_ok(result) else "rejected"
         # accepted items are written once, by the stage that owns the whole construction
@@ -305,9 +327,8 @@ class StoreStepRunner:
         evidence = [table(stage_run_id=0, paper_id=self.paper_id, payload=result.model_dump(mode="json"))] \
             if table is not None else []
         provenance = getattr(result, "provenance", None)
-        store.finish_run(run, status=status, output=result, rejections=rejections, evidence=evidence,
-                         prompt_version=getattr(provenance, "prompt_version", None))
-        return result
+        return dict(status=status, output=result, rejections=rejections, evidence=evidence,
+                    prompt_version=getattr(provenance, "prompt_version", None))
 
 
 def _step_ok(result: BaseModel) -> bool:

@@ -226,7 +226,9 @@ async def _construct(ctx: BuildContext, pid: str) -> StageResult:
     document = ctx.store.get_document(pid)
     if document is None:
         raise StageError(f"paper {pid} has no extracted document")
-    result = await construct_items(paper, document, ctx.llm, options, step=StoreStepRunner(ctx, pid))
+    current = ctx.store.latest_run(pid, "construct")  # this attempt, claimed by the runner
+    steps = StoreStepRunner(ctx, pid, first_attempt=current is not None and current.attempt == 1)
+    result = await construct_items(paper, document, ctx.llm, options, step=steps)
     items = [ItemRow(item_id=item.item_id, family_id=family, payload=item.model_dump(mode="json"),
                      stage_run_id=0, paper_id=pid) for item in result.items]
     summary = {"items": [i.item_id for i in result.items],

@@ -30,8 +30,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from pydantic import BaseModel
-from sqlalchemy import and_, func, text, update
-from sqlalchemy.engine import Engine
+from sqlalchemy import and_, func, insert, text, update
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, col, select
 
@@ -42,7 +42,7 @@ from arcticqa.evidence import Document
 from arcticqa.llm.gateway import CallRecord
 from arcticqa.papers import PaperRecord
 from arcticqa.rules import Rejection
-from arcticqa.store.db import make_engine, read_session, write_session
+from arcticqa.store.db import make_engine, read_session, write_connection, write_session
 from arcticqa.store.tables import (
     DiscoveryPage,
     DocumentRow,
@@ -60,9 +60,75 @@ from arcticqa.store.tables import (
 __all__ = ["Store", "Claim", "open_store", "input_hash", "migrate_engine", "MIGRATIONS_DIR", "HOST",
            "pid_alive"]
 
+# Core tables for the per-step hot path (see arcticqa.store.db.write_connection)
+_RUN = StageRun.__table__  # type: ignore[attr-defined]
+_CALL = LLMCall.__table__  # type: ignore[attr-defined]
+_WORKER = Worker.__table__  # type: ignore[attr-defined]
+_REJECTION = RejectionRow.__table__  # type: ignore[attr-defined]
+_DOCUMENT = DocumentRow.__table__  # type: ignore[attr-defined]
+_SPAN = SpanRow.__table__  # type: ignore[attr-defined]
+_CALL_FIELDS = ("request_hash", "attempt", "role", "provider", "model", "prompt_version", "subject", "request",
+                "raw_response", "parsed", "tokens_in", "tokens_out", "cost_usd", "latency_s", "cache_hit", "error")
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 #: PostgreSQL advisory lock id held while migrating ("arcticqa" in ASCII, fits a bigint)
 _MIGRATION_LOCK = 0x6172637469637161
+
+
+def _newest_run(conn: Connection, paper_id: str, stage: str, subject: str) -> StageRun | None:
+    row = conn.execute(select(_RUN).where(_RUN.c.paper_id == paper_id, _RUN.c.stage == stage,
+                                          _RUN.c.subject == subject)
+                       .order_by(_RUN.c.attempt.desc()).limit(1)).first()
+    return StageRun(**row._mapping) if row is not None else None
+
+
+def _outcome(status: str, output: BaseModel | dict[str, Any] | None, error: BaseException | None,
+             prompt_version: str | None) -> dict[str, Any]:
+    """The columns that close an attempt."""
+    if status not in ("succeeded", "rejected", "failed"):
+        raise ValueError(f"bad final status {status!r}")
+    payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else output
+    changes: dict[str, Any] = {"status": status, "output": payload, "finished_at": utcnow()}
+    if prompt_version:
+        changes["prompt_version"] = prompt_version
+    if error is not None:
+        changes["error_class"] = type(error).__name__
+        changes["error_message"] = str(error)[:4000]
+    return changes
+
+
+def _write_evidence(conn: Connection, run_id: int, paper_id: str, subject: str, rejections: Sequence[Rejection],
+                    evidence: Sequence[SQLModel], document: Document | None) -> None:
+    """An attempt's rejections, evidence rows and extracted document, owned by ``run_id``."""
+    owner = {"stage_run_id": run_id, "paper_id": paper_id, "subject": subject}
+    if rejections:
+        conn.execute(insert(_REJECTION), [
+            {**owner, "stage": r.stage, "rule_id": r.rule_id, "message": r.message,
+             "evidence": json.loads(json.dumps(r.evidence, default=str)), "created_at": utcnow()}
+            for r in rejections])
+    for ev in evidence:
+        table = type(ev).__table__  # type: ignore[attr-defined]
+        row = {c.name: getattr(ev, c.name) for c in table.columns if c.name != "id"}
+        for key, value in owner.items():
+            if key in row and row[key] in (None, "", 0):
+                row[key] = value
+        conn.execute(insert(table).values(**row))
+    if document is not None:
+        doc_id = _new_id(conn.execute(insert(_DOCUMENT).values(
+            **owner, sha256=document.sha256, status=document.status, pages=document.pages,
+            text=document.text, payload=document.model_dump(mode="json"), created_at=utcnow())))
+        if document.spans:
+            conn.execute(insert(_SPAN), [
+                {"document_id": doc_id, "span_id": sp.id, "section": sp.section, "page": sp.page,
+                 "start": sp.start, "end": sp.end, "sha256": sp.sha256, "text": sp.text}
+                for sp in document.spans])
+
+
+def _new_id(result: Any) -> int:
+    key = result.inserted_primary_key
+    if key is None:
+        raise StoreError("the database did not return the new row's id")
+    return int(key[0])
 
 
 def _host_identity() -> str:
@@ -257,10 +323,8 @@ class Store:
 
     # -- stage runs ---------------------------------------------------------------------------
     def latest_run(self, paper_id: str, stage: str, subject: str = "") -> StageRun | None:
-        with read_session(self.engine) as s:
-            return s.exec(select(StageRun).where(StageRun.paper_id == paper_id, StageRun.stage == stage,
-                                                 StageRun.subject == subject)
-                          .order_by(col(StageRun.attempt).desc())).first()
+        with self.engine.connect() as conn:
+            return _newest_run(conn, paper_id, stage, subject)
 
     def start_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str,
                   run_id: str | None = None, prompt_version: str | None = None) -> StageRun:
@@ -303,14 +367,15 @@ class Store:
             return False  # killed here: no need to wait for the heartbeat to go stale
         return utcnow() - _aware(worker.heartbeat_at) < timedelta(seconds=self.stale_after_s)
 
-    def run_is_live(self, run: StageRun, s: Any = None) -> bool:
+    def run_is_live(self, run: StageRun, conn: Connection | None = None) -> bool:
         """Whether a ``running`` attempt is still being worked on by a live worker."""
         if run.status != "running" or run.worker_id is None:
             return False  # attempts from before workers existed, or crashed single-process builds
-        if s is None:
-            with read_session(self.engine) as s2:
-                return self.worker_alive(s2.get(Worker, run.worker_id))
-        return self.worker_alive(s.get(Worker, run.worker_id))
+        if conn is None:
+            with self.engine.connect() as conn2:
+                return self.run_is_live(run, conn2)
+        row = conn.execute(select(_WORKER).where(_WORKER.c.id == run.worker_id)).first()
+        return self.worker_alive(Worker(**row._mapping) if row is not None else None)
 
     def claim_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str, worker_id: str | None,
                   run_id: str | None = None, done: Callable[[StageRun], bool]) -> Claim:
@@ -323,22 +388,18 @@ class Store:
         ``IntegrityError``, which means "claimed by another worker".
         """
         try:
-            with write_session(self.engine) as s:
-                last = s.exec(select(StageRun).where(
-                    StageRun.paper_id == paper_id, StageRun.stage == stage, StageRun.subject == subject)
-                    .order_by(col(StageRun.attempt).desc()).limit(1)).first()
+            with write_connection(self.engine) as conn:
+                last = _newest_run(conn, paper_id, stage, subject)
                 if last is not None and done(last):
                     return Claim("done", last)
-                if last is not None and last.status == "running" and self.run_is_live(last, s):
+                if last is not None and last.status == "running" and self.run_is_live(last, conn):
                     return Claim("held", last)
-                row = StageRun(paper_id=paper_id, stage=stage, subject=subject,
-                               attempt=(last.attempt if last else 0) + 1, status="running",
-                               input_hash=input_hash, code_version=__version__, run_id=run_id,
-                               worker_id=worker_id, started_at=utcnow())
-                s.add(row)
-                s.flush()
-                s.refresh(row)
-                return Claim("claimed", row)
+                values: dict[str, Any] = dict(paper_id=paper_id, stage=stage, subject=subject,
+                              attempt=(last.attempt if last else 0) + 1, status="running",
+                              input_hash=input_hash, code_version=__version__, run_id=run_id,
+                              worker_id=worker_id, started_at=utcnow())
+                new_id = _new_id(conn.execute(insert(_RUN).values(**values)))
+                return Claim("claimed", StageRun(id=new_id, **values))
         except IntegrityError:
             return Claim("held", self.latest_run(paper_id, stage, subject))
 
@@ -347,45 +408,38 @@ class Store:
                    document: Document | None = None, error: BaseException | None = None,
                    prompt_version: str | None = None) -> StageRun:
         """Close an attempt: status, output, rejections and evidence rows in one transaction."""
-        if status not in ("succeeded", "rejected", "failed"):
-            raise ValueError(f"bad final status {status!r}")
-        payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else output
-        with write_session(self.engine) as s:
-            row = s.get(StageRun, run.id)
-            if row is None or row.id is None:
+        if run.id is None:
+            raise StoreError("finish_run needs a stored attempt (one returned by claim_run/start_run)")
+        changes = _outcome(status, output, error, prompt_version)
+        with write_connection(self.engine) as conn:
+            if conn.execute(update(_RUN).where(_RUN.c.id == run.id).values(**changes)).rowcount != 1:
                 raise StoreError(f"stage run {run.id} vanished")
-            row.status = status
-            row.output = payload
-            row.finished_at = utcnow()
-            if prompt_version:
-                row.prompt_version = prompt_version
-            if error is not None:
-                row.error_class = type(error).__name__
-                row.error_message = str(error)[:4000]
-            s.add(row)
-            for r in rejections:
-                s.add(RejectionRow(stage_run_id=row.id, paper_id=row.paper_id, subject=row.subject,
-                                   stage=r.stage, rule_id=r.rule_id, message=r.message,
-                                   evidence=json.loads(json.dumps(r.evidence, default=str))))
-            for ev in evidence:
-                for attr, value in (("stage_run_id", row.id), ("paper_id", row.paper_id),
-                                    ("subject", row.subject)):
-                    if hasattr(ev, attr) and getattr(ev, attr, None) in (None, "", 0):
-                        setattr(ev, attr, value)
-                s.add(ev)
-            if document is not None:
-                doc_row = DocumentRow(stage_run_id=row.id, paper_id=row.paper_id, subject=row.subject,
-                                      sha256=document.sha256, status=document.status, pages=document.pages,
-                                      text=document.text, payload=document.model_dump(mode="json"))
-                s.add(doc_row)
-                s.flush()
-                assert doc_row.id is not None
-                s.add_all([SpanRow(document_id=doc_row.id, span_id=sp.id, section=sp.section, page=sp.page,
-                                   start=sp.start, end=sp.end, sha256=sp.sha256, text=sp.text)
-                           for sp in document.spans])
-            s.flush()
-            s.refresh(row)
-            return row
+            _write_evidence(conn, run.id, run.paper_id, run.subject, rejections, evidence, document)
+        return StageRun(**{**{c.name: getattr(run, c.name) for c in _RUN.columns}, **changes})
+
+    def record_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str, status: str,
+                   output: BaseModel | dict[str, Any] | None = None, rejections: Sequence[Rejection] = (),
+                   evidence: Sequence[SQLModel] = (), error: BaseException | None = None,
+                   prompt_version: str | None = None, run_id: str | None = None,
+                   worker_id: str | None = None, started_at: datetime | None = None) -> StageRun:
+        """Write a finished attempt in one transaction, without a ``running`` row first.
+
+        For steps that cannot be contended: the construction steps of a paper whose construct
+        stage this worker has claimed for the first time (the paper-level claim already keeps
+        other workers out). Half the writes of claim + finish; a crash mid-step leaves no row for
+        that step, and resume runs it again (its answered model calls come from the cache).
+        """
+        changes = _outcome(status, output, error, prompt_version)
+        with write_connection(self.engine) as conn:
+            last = conn.execute(select(func.max(_RUN.c.attempt)).where(
+                _RUN.c.paper_id == paper_id, _RUN.c.stage == stage, _RUN.c.subject == subject)).scalar()
+            values: dict[str, Any] = dict(paper_id=paper_id, stage=stage, subject=subject,
+                                          attempt=(last or 0) + 1, input_hash=input_hash,
+                                          code_version=__version__, run_id=run_id, worker_id=worker_id,
+                                          started_at=started_at or changes["finished_at"], **changes)
+            new_id = _new_id(conn.execute(insert(_RUN).values(**values)))
+            _write_evidence(conn, new_id, paper_id, subject, rejections, evidence, None)
+        return StageRun(id=new_id, **values)
 
     def runs(self, *, stage: str | None = None, status: str | None = None) -> list[StageRun]:
         """The newest attempt of every (paper, stage, subject)."""
@@ -426,19 +480,20 @@ class Store:
     run_id: str | None = None
 
     def cached_output(self, request_hash: str) -> dict[str, Any] | None:
-        with read_session(self.engine) as s:
-            row = s.exec(select(LLMCall).where(LLMCall.request_hash == request_hash,
-                                               col(LLMCall.error).is_(None), col(LLMCall.parsed).is_not(None),
-                                               LLMCall.cache_hit == False)  # noqa: E712
-                         .limit(1)).first()
-            return row.parsed if row else None
+        with self.engine.connect() as conn:
+            parsed = conn.execute(select(_CALL.c.parsed).where(
+                _CALL.c.request_hash == request_hash, _CALL.c.error.is_(None), _CALL.c.parsed.is_not(None),
+                _CALL.c.cache_hit.is_(False)).limit(1)).scalar()
+            return parsed if isinstance(parsed, dict) else None
 
     def record_calls(self, records: list[CallRecord]) -> None:
-        with write_session(self.engine) as s:
-            s.add_all([LLMCall(**{k: getattr(r, k) for k in (
-                "request_hash", "attempt", "role", "provider", "model", "prompt_version", "subject",
-                "request", "raw_response", "parsed", "tokens_in", "tokens_out", "cost_usd", "latency_s",
-                "cache_hit", "error")}, run_id=self.run_id) for r in records])
+        if not records:
+            return
+        created = utcnow()
+        with write_connection(self.engine) as conn:
+            conn.execute(insert(_CALL), [
+                {**{k: getattr(r, k) for k in _CALL_FIELDS}, "run_id": self.run_id, "created_at": created}
+                for r in records])
 
     # -- release, audit and funnel views (arcticqa.store.views) ---------------------------------
     def release_items(self) -> list[Any]:
