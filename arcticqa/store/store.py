@@ -14,6 +14,7 @@ this host, heartbeat stale, or cleanly stopped) is taken over by a new attempt.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -30,7 +31,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from pydantic import BaseModel
-from sqlalchemy import and_, func, insert, text, update
+from sqlalchemy import and_, bindparam, func, insert, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, col, select
@@ -75,10 +76,23 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _MIGRATION_LOCK = 0x6172637469637161
 
 
+# Hot-path statements are built once with bound parameters: building a SQLAlchemy expression
+# costs more CPU than executing its cached compiled form.
+_WHERE_STEP = and_(_RUN.c.paper_id == bindparam("paper_id"), _RUN.c.stage == bindparam("stage"),
+                   _RUN.c.subject == bindparam("subject"))
+_NEWEST_RUN = select(_RUN).where(_WHERE_STEP).order_by(_RUN.c.attempt.desc()).limit(1)
+_LAST_ATTEMPT = select(func.max(_RUN.c.attempt)).where(_WHERE_STEP)
+_INSERT_RUN = insert(_RUN)
+_CLOSE_RUN = update(_RUN).where(_RUN.c.id == bindparam("b_id"))  # SET takes the columns given
+_CACHED_OUTPUT = select(_CALL.c.parsed).where(
+    _CALL.c.request_hash == bindparam("request_hash"), _CALL.c.error.is_(None), _CALL.c.parsed.is_not(None),
+    _CALL.c.cache_hit.is_(False)).limit(1)
+_INSERT_CALL = insert(_CALL)
+_INSERT_REJECTION = insert(_REJECTION)
+
+
 def _newest_run(conn: Connection, paper_id: str, stage: str, subject: str) -> StageRun | None:
-    row = conn.execute(select(_RUN).where(_RUN.c.paper_id == paper_id, _RUN.c.stage == stage,
-                                          _RUN.c.subject == subject)
-                       .order_by(_RUN.c.attempt.desc()).limit(1)).first()
+    row = conn.execute(_NEWEST_RUN, {"paper_id": paper_id, "stage": stage, "subject": subject}).first()
     return StageRun(**row._mapping) if row is not None else None
 
 
@@ -102,7 +116,7 @@ def _write_evidence(conn: Connection, run_id: int, paper_id: str, subject: str, 
     """An attempt's rejections, evidence rows and extracted document, owned by ``run_id``."""
     owner = {"stage_run_id": run_id, "paper_id": paper_id, "subject": subject}
     if rejections:
-        conn.execute(insert(_REJECTION), [
+        conn.execute(_INSERT_REJECTION, [
             {**owner, "stage": r.stage, "rule_id": r.rule_id, "message": r.message,
              "evidence": json.loads(json.dumps(r.evidence, default=str)), "created_at": utcnow()}
             for r in rejections])
@@ -112,7 +126,7 @@ def _write_evidence(conn: Connection, run_id: int, paper_id: str, subject: str, 
         for key, value in owner.items():
             if key in row and row[key] in (None, "", 0):
                 row[key] = value
-        conn.execute(insert(table).values(**row))
+        conn.execute(_insert(table), row)
     if document is not None:
         doc_id = _new_id(conn.execute(insert(_DOCUMENT).values(
             **owner, sha256=document.sha256, status=document.status, pages=document.pages,
@@ -122,6 +136,11 @@ def _write_evidence(conn: Connection, run_id: int, paper_id: str, subject: str, 
                 {"document_id": doc_id, "span_id": sp.id, "section": sp.section, "page": sp.page,
                  "start": sp.start, "end": sp.end, "sha256": sp.sha256, "text": sp.text}
                 for sp in document.spans])
+
+
+@functools.lru_cache(maxsize=64)
+def _insert(table: Any) -> Any:
+    return insert(table)
 
 
 def _new_id(result: Any) -> int:
@@ -398,7 +417,7 @@ class Store:
                               attempt=(last.attempt if last else 0) + 1, status="running",
                               input_hash=input_hash, code_version=__version__, run_id=run_id,
                               worker_id=worker_id, started_at=utcnow())
-                new_id = _new_id(conn.execute(insert(_RUN).values(**values)))
+                new_id = _new_id(conn.execute(_INSERT_RUN, values))
                 return Claim("claimed", StageRun(id=new_id, **values))
         except IntegrityError:
             return Claim("held", self.latest_run(paper_id, stage, subject))
@@ -412,7 +431,7 @@ class Store:
             raise StoreError("finish_run needs a stored attempt (one returned by claim_run/start_run)")
         changes = _outcome(status, output, error, prompt_version)
         with write_connection(self.engine) as conn:
-            if conn.execute(update(_RUN).where(_RUN.c.id == run.id).values(**changes)).rowcount != 1:
+            if conn.execute(_CLOSE_RUN, {"b_id": run.id, **changes}).rowcount != 1:
                 raise StoreError(f"stage run {run.id} vanished")
             _write_evidence(conn, run.id, run.paper_id, run.subject, rejections, evidence, document)
         return StageRun(**{**{c.name: getattr(run, c.name) for c in _RUN.columns}, **changes})
@@ -431,13 +450,12 @@ class Store:
         """
         changes = _outcome(status, output, error, prompt_version)
         with write_connection(self.engine) as conn:
-            last = conn.execute(select(func.max(_RUN.c.attempt)).where(
-                _RUN.c.paper_id == paper_id, _RUN.c.stage == stage, _RUN.c.subject == subject)).scalar()
+            last = conn.execute(_LAST_ATTEMPT, {"paper_id": paper_id, "stage": stage, "subject": subject}).scalar()
             values: dict[str, Any] = dict(paper_id=paper_id, stage=stage, subject=subject,
                                           attempt=(last or 0) + 1, input_hash=input_hash,
                                           code_version=__version__, run_id=run_id, worker_id=worker_id,
                                           started_at=started_at or changes["finished_at"], **changes)
-            new_id = _new_id(conn.execute(insert(_RUN).values(**values)))
+            new_id = _new_id(conn.execute(_INSERT_RUN, values))
             _write_evidence(conn, new_id, paper_id, subject, rejections, evidence, None)
         return StageRun(id=new_id, **values)
 
@@ -481,9 +499,7 @@ class Store:
 
     def cached_output(self, request_hash: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
-            parsed = conn.execute(select(_CALL.c.parsed).where(
-                _CALL.c.request_hash == request_hash, _CALL.c.error.is_(None), _CALL.c.parsed.is_not(None),
-                _CALL.c.cache_hit.is_(False)).limit(1)).scalar()
+            parsed = conn.execute(_CACHED_OUTPUT, {"request_hash": request_hash}).scalar()
             return parsed if isinstance(parsed, dict) else None
 
     def record_calls(self, records: list[CallRecord]) -> None:
@@ -491,7 +507,7 @@ class Store:
             return
         created = utcnow()
         with write_connection(self.engine) as conn:
-            conn.execute(insert(_CALL), [
+            conn.execute(_INSERT_CALL, [
                 {**{k: getattr(r, k) for k in _CALL_FIELDS}, "run_id": self.run_id, "created_at": created}
                 for r in records])
 
