@@ -96,6 +96,14 @@ class ModelConfig(_Section):
     #: CPU per call than httpx (bench/bench_pipeline.py), which decides how many calls/s one
     #: process can drive; httpx is the SDK's default and honours proxy environment variables
     http_client: Literal["aiohttp", "httpx"] = "aiohttp"
+    #: Batch API (build ``batch`` mode): a batch is submitted once no new request has been queued
+    #: for ``batch_linger_s`` or ``batch_max_requests`` are waiting; its status is polled every
+    #: ``batch_poll_s``; prices are multiplied by ``batch_price_factor`` (OpenAI: half price)
+    batch_linger_s: float = Field(2.0, gt=0)
+    batch_max_requests: int = Field(50_000, ge=1)
+    batch_poll_s: float = Field(30.0, gt=0)
+    batch_completion_window: str = "24h"
+    batch_price_factor: float = Field(0.5, ge=0)
 
     def api_key(self) -> str:
         """The key value, read from the environment at client-build time, never stored."""
@@ -150,6 +158,14 @@ class BuildSettings(_Section):
     #: ``dask_workers`` processes
     dask_address: str | None = None
     dask_workers: int = Field(2, ge=1)
+    #: options the option_verifier judges in one call: 1 keeps each option's contradiction check a
+    #: call of its own; k > 1 asks about up to k options at once (one verdict each), up to k
+    #: times fewer verifier calls per item (docs/item-construction.md)
+    options_per_call: int = Field(1, ge=1, le=8)
+    #: send the ``batch_roles`` through the provider's Batch API (``arcticqa build --batch``):
+    #: cheaper and slower; see docs/batch.md
+    batch: bool = False
+    batch_roles: list[str] = Field(default_factory=lambda: list(ROLES))
 
 
 class DiscoverySettings(_Section):

@@ -65,13 +65,14 @@ _result = results_finding
 
 
 def write_config(directory: Path, *, base_url: str, corpus: Path, api_key_env: str = "ARCTICQA_TEST_KEY",
-                 extra: str = "", store_url: str | None = None) -> Path:
+                 extra: str = "", store_url: str | None = None, model_extra: str = "") -> Path:
     """An arcticqa.toml that sends every role to the stand-in server (``extra``: more [build] keys;
-    ``store_url``: a store other than ``<directory>/arcticqa.db``)."""
+    ``model_extra``: more keys of the model config; ``store_url``: a store other than
+    ``<directory>/arcticqa.db``)."""
     return stand_in_config(directory, base_url=base_url, corpus=corpus, api_key_env=api_key_env,
                            store_url=store_url, build=f"batch_size = 2\npaper_concurrency = 2\n{extra}",
                            model="max_retries = 2\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\n"
-                                 "timeout_s = 10")
+                                 f"timeout_s = 10\n{model_extra}")
 
 
 def _free_port() -> int:

@@ -293,3 +293,53 @@ def test_each_gate_rejects_its_scripted_output(rule_id: str) -> None:
     blocking = not rule_id.startswith(("distractor.", "option."))
     if blocking:
         assert result.items == []
+
+
+def _multi_option_verifier(leave_out: str | None = None) -> Callable[[dict[str, Any]], Reply]:
+    """The same verdicts as ``_option_verifier``, for several options in one prompt."""
+    def answer(body: dict[str, Any]) -> Reply:
+        user = body["messages"][-1]["content"]
+        listed = user.split("Options to check:", 1)[1].split("Scope:", 1)[0]
+        verdicts = []
+        for line in listed.strip().splitlines():
+            head, text = line.split(":", 1)
+            option_id = int(head.split("option_id", 1)[1].split("(", 1)[0])
+            if text.strip() == leave_out:
+                continue
+            single = _option_verifier({"messages": [{"role": "user", "content": f"Option to check (x): {text.strip()}\n"}]})
+            verdicts.append({**json.loads(single.content or "{}"), "option_id": option_id})
+        return json_reply({"verdicts": verdicts})
+    return answer
+
+
+def _entity_scripts(option_verifier: Callable[[dict[str, Any]], Reply]) -> dict[str, Any]:
+    return _scripts(
+        finding_extractor=json_reply({"findings": [ENTITY_FINDING]}),
+        question_writer=json_reply(ENTITY_QUESTION),
+        reconstructor=json_reply({**GOOD_RECONSTRUCTION, "answer": "C. glacialis", "span_ids": [SPAN[4]]}),
+        verifier=json_reply({**GOOD_VERDICT, "answers_equivalent": True, "entailment_span_ids": [SPAN[4]]}),
+        distractor_writer=json_reply(ENTITY_DISTRACTORS),
+        option_verifier=option_verifier)
+
+
+def test_several_options_per_verifier_call_give_the_same_item_in_fewer_calls() -> None:
+    single, single_srv = _run(_entity_scripts(_option_verifier))
+    multi, multi_srv = _run(_entity_scripts(_multi_option_verifier()), ConstructionOptions(options_per_call=4))
+    assert len(single.items) == len(multi.items) == 1
+    assert {d.text for d in multi.items[0].distractors} == {d.text for d in single.items[0].distractors}
+    assert all(d.verification == "model-verified" for d in multi.items[0].distractors)
+    single_calls = len(single_srv.requests_for("option_verifier"))
+    multi_calls = multi_srv.requests_for("option_verifier")
+    assert len(multi_calls) < single_calls and len(multi_calls) <= -(-single_calls // 4) + 1
+    assert all("Options to check:" in r.body["messages"][-1]["content"] for r in multi_calls)
+    assert [c.verdict for c in multi.option_checks[0].checks] == [c.verdict for c in single.option_checks[0].checks]
+
+
+def test_an_option_the_multi_reply_leaves_out_is_rejected_not_admitted() -> None:
+    result, _ = _run(_entity_scripts(_multi_option_verifier(leave_out="Metridia longa")),
+                     ConstructionOptions(options_per_call=8))
+    checks = {c.text: c for c in result.option_checks[0].checks}
+    left_out = checks["Metridia longa"]
+    assert not left_out.admitted and left_out.rejection is not None
+    assert left_out.rejection.rule_id == "option.not_contradicted" and "no verdict" in left_out.rejection.message
+    assert checks["Calanus hyperboreus"].admitted

@@ -19,7 +19,7 @@ from arcticqa.stages.construct import ConstructionOptions, construct_items
 from arcticqa.stages.distractors import DistractorWriterOutput
 from arcticqa.stages.eligibility import SiteExtractorReply
 from arcticqa.stages.findings import FindingExtractorOutput
-from arcticqa.stages.option_check import OptionVerdict
+from arcticqa.stages.option_check import OptionVerdict, OptionVerdicts
 from arcticqa.stages.question import QuestionDraft
 from arcticqa.stages.reconstruct import Reconstruction
 from arcticqa.stages.verify import Verdict
@@ -183,6 +183,15 @@ def test_option_verifier_admits_only_what_a_rule_proves() -> None:
     assert _option("28%").verdict == "contradicted" and _option("28%").span_ids == ["sp-res"]
     assert _option("Cassiope tetragona", answer="Dryas octopetala").verdict == "not_addressed"
     assert _option("0.73 m", answer="0.5 m").verdict == "supported"
+
+
+def test_option_verifier_judges_several_options_in_one_call_as_it_would_one_by_one() -> None:
+    out = _ask("option_verifier", "option_verifier/multi-v1", {
+        "question": "By what percentage did thickness increase?", "question_context": "", "answer": "18%",
+        "options": [{"id": 3, "text": "28%", "type": "numeric"}, {"id": 7, "text": "0.73 m", "type": "numeric"}],
+        "scope": {}, "spans": SPANS}, OptionVerdicts).output
+    assert [(v.option_id, v.verdict) for v in out.verdicts] == [(3, _option("28%").verdict), (7, "supported")]
+    assert out.verdicts[0].span_ids == ["sp-res"]
 
 
 def test_site_extractor_names_gazetteer_places_and_bare_coordinates() -> None:

@@ -222,13 +222,18 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_papers(tmp_pat
         victim, survivor = _worker(config, "build"), _worker(config, "build")
         store = Store(load_settings(config).store.url)
         deadline = time.monotonic() + 120
-        # kill the victim once it holds a construction step (mid-paper, model call in flight)
+        # kill the victim mid-paper: it holds a paper's construct stage and has finished some of
+        # its steps (a first attempt's steps are written once, finished; the stage row is the claim)
         while time.monotonic() < deadline:
             owners = {w.id: w.pid for w in store.workers()}
-            if any(r.status == "running" and owners.get(r.worker_id or "") == victim.pid and r.subject
-                   for r in store.runs()):
+            runs = store.runs()
+            stepped = {r.paper_id for r in runs if r.subject and r.status != "running"}
+            if any(r.status == "running" and r.stage == "construct" and r.paper_id in stepped
+                   and owners.get(r.worker_id or "") == victim.pid for r in runs):
                 break
             time.sleep(0.05)
+        else:
+            pytest.fail("the victim never held a construction mid-paper")
         os.kill(victim.pid, 9)
         victim.wait(timeout=10)
         out = survivor.communicate(timeout=300)[0]

@@ -38,6 +38,11 @@ KeywordsOption = Annotated[
     typer.Option("--keywords", help="Query file for --source s2 (one bulk-search query per line; "
                  "default data/keywords/arctic.txt or build.keywords_file)."),
 ]
+BatchOption = Annotated[
+    bool,
+    typer.Option("--batch", help="Send the build roles (build.batch_roles) through the provider's Batch API: "
+                 "about half the price, answers within the completion window (docs/batch.md)."),
+]
 SourceOption = Annotated[
     str | None,
     typer.Option("--source", help="Paper source: snapshot:PATH | s2-datasets:DIR | s2 (overrides config)."),
@@ -45,7 +50,7 @@ SourceOption = Annotated[
 
 
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
-         source: str | None, keywords: Path | None = None) -> None:
+         source: str | None, keywords: Path | None = None, batch: bool = False) -> None:
     from arcticqa.config import load_settings
     from arcticqa.pipeline.build import FailureThresholdExceeded, run_build
     from arcticqa.pipeline.runner import open_build_context
@@ -54,6 +59,8 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     if keywords is not None:
         # the flow reads settings itself, so the override travels as the documented env variable
         os.environ["ARCTICQA_BUILD__KEYWORDS_FILE"] = str(keywords)
+    if batch:
+        os.environ["ARCTICQA_BUILD__BATCH"] = "true"
     try:
         if orchestrator is Orchestrator.prefect:
             from flows.build_arcticqa import flow_for
@@ -103,19 +110,19 @@ def _print_summary(summary: dict[str, Any]) -> None:
 @handle_errors
 def build(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
           source: SourceOption = None, keywords: KeywordsOption = None,
-          retry_rejected: RetryRejected = None) -> None:
+          retry_rejected: RetryRejected = None, batch: BatchOption = False) -> None:
     """Discover papers and run every stage that has not finished (idempotent)."""
     _run(config, resume=False, orchestrator=orchestrator, retry_rejected=retry_rejected, source=source,
-         keywords=keywords)
+         keywords=keywords, batch=batch)
 
 
 @app.command()
 @handle_errors
 def resume(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
-           retry_rejected: RetryRejected = None) -> None:
+           retry_rejected: RetryRejected = None, batch: BatchOption = False) -> None:
     """Re-run, per paper, only stages that failed or never ran (finishes an interrupted
-    discovery, starts no new one)."""
-    _run(config, resume=True, orchestrator=orchestrator, retry_rejected=retry_rejected, source=None)
+    discovery, starts no new one). Batch API jobs a stopped build left running are polled, not resent."""
+    _run(config, resume=True, orchestrator=orchestrator, retry_rejected=retry_rejected, source=None, batch=batch)
 
 
 @app.command()

@@ -21,14 +21,19 @@ from arcticqa.config import ModelConfig
 __all__ = ["make_async_client", "is_transport_error", "transport_retrying", "retry_after_seconds", "describe_error"]
 
 
-def make_async_client(cfg: ModelConfig) -> AsyncOpenAI:
-    """An AsyncOpenAI client for ``cfg``. Use it as ``async with`` so it closes inside its loop."""
+def make_async_client(cfg: ModelConfig, *, http_client: Any = None) -> AsyncOpenAI:
+    """An AsyncOpenAI client for ``cfg``. Use it as ``async with`` so it closes inside its loop.
+
+    ``http_client`` replaces the configured transport (the Batch API mode passes its own).
+    """
+    if http_client is None and cfg.http_client == "aiohttp":
+        http_client = openai.DefaultAioHttpClient(timeout=cfg.timeout_s)
     return AsyncOpenAI(
         base_url=cfg.base_url,
         api_key=cfg.api_key(),
         timeout=cfg.timeout_s,
         max_retries=0,
-        http_client=openai.DefaultAioHttpClient(timeout=cfg.timeout_s) if cfg.http_client == "aiohttp" else None,
+        http_client=http_client,
     )
 
 

@@ -39,6 +39,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from arcticqa.config import ModelConfig, Settings
 from arcticqa.errors import BudgetExceeded, ConfigError, LLMError, LLMOutputError, LLMTransportError
+from arcticqa.llm.batch import BatchLedger, BatchQueue, BatchTransport, MemoryLedger
 from arcticqa.llm.clients import describe_error, is_transport_error, make_async_client, transport_retrying
 from arcticqa.llm.offline import answer_offline
 from arcticqa.llm.prompts import load_prompt, to_jsonable
@@ -331,11 +332,16 @@ class Gateway:
     """Implements :class:`arcticqa.llm.types.RoleClient`. Use as ``async with Gateway(...)``."""
 
     def __init__(self, settings: Settings, recorder: CallRecorder | None = None, *,
-                 budget: Budget | None = None) -> None:
+                 budget: Budget | None = None, ledger: BatchLedger | None = None,
+                 run_id: str | None = None) -> None:
         self.settings = settings
         self.recorder: CallRecorder = recorder or MemoryRecorder()
         self.budget = budget or Budget(settings.build.budget_usd, settings.build.budget_per_paper_usd)
-        self._clients: dict[str, tuple[AsyncOpenAI, Any]] = {}
+        #: where Batch API jobs are kept (build ``batch`` mode); the store in a build
+        self.ledger: BatchLedger = ledger or MemoryLedger()
+        self.run_id = run_id
+        self._clients: dict[tuple[str, bool], tuple[AsyncOpenAI, Any]] = {}
+        self._queues: dict[str, BatchQueue] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._rate: dict[str, ModelLimiter] = {}
         self._endpoints = self._endpoint_limits(settings)
@@ -356,7 +362,7 @@ class Gateway:
         for role, name in self.settings.roles.items():
             try:
                 cfg = self.settings.model_for(role)
-                if cfg.provider == "openai":
+                if cfg.provider == "openai" and not self.batched(role, cfg):
                     self._client(name, cfg).chat.completions  # noqa: B018
             except ConfigError:
                 continue  # a missing key or model is reported by the call that needs it
@@ -366,20 +372,37 @@ class Gateway:
         await self.aclose()
 
     async def aclose(self) -> None:
+        for queue in self._queues.values():
+            await queue.aclose()
+            await queue.api.close()
+        self._queues.clear()
         for client, _ in self._clients.values():
             await client.close()
         self._clients.clear()
 
-    def _client(self, name: str, cfg: ModelConfig) -> Any:
-        if name not in self._clients:
-            raw = make_async_client(cfg)
-            self._clients[name] = (raw, instructor.from_openai(raw, mode=_MODES[cfg.mode]))
-            patched = self._clients[name][1]
+    def batched(self, role: str, cfg: ModelConfig) -> bool:
+        """Whether ``role`` goes through the provider's Batch API (arcticqa.llm.batch)."""
+        build = self.settings.build
+        return build.batch and cfg.provider == "openai" and role in build.batch_roles
+
+    def _client(self, name: str, cfg: ModelConfig, *, batch: bool = False) -> Any:
+        key = (name, batch)
+        if key not in self._clients:
+            raw = make_async_client(cfg) if not batch else make_async_client(
+                cfg, http_client=openai.DefaultAsyncHttpxClient(transport=BatchTransport(self._queue(name, cfg))))
+            self._clients[key] = (raw, instructor.from_openai(raw, mode=_MODES[cfg.mode]))
+            patched = self._clients[key][1]
             patched.on("completion:kwargs", _on_kwargs)
             patched.on("completion:response", _on_response)
             patched.on("completion:error", _on_error)
             patched.on("parse:error", _on_error)
-        return self._clients[name][1]
+        return self._clients[key][1]
+
+    def _queue(self, name: str, cfg: ModelConfig) -> BatchQueue:
+        if name not in self._queues:
+            self._queues[name] = BatchQueue(cfg, make_async_client(cfg), self.ledger,
+                                            self.settings.build.data_dir / "batches", run_id=self.run_id)
+        return self._queues[name]
 
     def _limit(self, name: str, cfg: ModelConfig) -> asyncio.Semaphore:
         if name not in self._limits:
@@ -428,8 +451,12 @@ class Gateway:
 
     async def _ask_openai(self, model_name: str, cfg: ModelConfig, messages: list[dict[str, str]],
                           response_model: type[OutputT], base: _CallBase) -> RoleReply[OutputT]:
-        client = self._client(model_name, cfg)
-        limiter = self._rate_limiter(model_name, cfg)
+        batch = self.batched(base.role, cfg)
+        client = self._client(model_name, cfg, batch=batch)
+        # a batched request waits in the provider's job queue, not in a connection: the
+        # concurrency and rate limits pace live requests only
+        limiter = self._rate_limiter(model_name, cfg) if not batch else ModelLimiter.for_config(
+            cfg.model_copy(update={"requests_per_minute": None, "tokens_per_minute": None}))
         estimate = estimate_tokens(messages, cfg.max_tokens)
         paper = current_paper()
         attempts: list[_Attempt] = []
@@ -437,7 +464,7 @@ class Gateway:
         output: OutputT | None = None
         failure: LLMError | None = None
         try:
-            async with self._limit(model_name, cfg):
+            async with self._limit(model_name, cfg) if not batch else contextlib.nullcontext():
                 self.budget.check(paper)
                 async for attempt in transport_retrying(cfg, retry=_retry_transport):
                     with attempt:
@@ -446,7 +473,7 @@ class Gateway:
                             await limiter.acquire(estimate)
                         first = len(attempts)
                         try:
-                            async with self._in_flight(cfg):
+                            async with self._in_flight(cfg) if not batch else contextlib.nullcontext():
                                 wired = await client.chat.completions.create(
                                     response_model=_wired(response_model),
                                     messages=messages,
@@ -482,18 +509,19 @@ class Gateway:
                 failure = LLMError(f"{base.role}: {type(exc).__name__}: {exc}")
         finally:
             _attempts.reset(token)
-            self._record_attempts(cfg, attempts, base, output)
+            self._record_attempts(cfg, attempts, base, output, batch=batch)
         if failure is not None or output is None:
             failure = failure or LLMError(f"{base.role}: no output")
             raise type(failure)(_redact(str(failure), self._secrets(cfg)))
-        cost = sum(self._cost(cfg, a) for a in attempts)
+        cost = sum(self._cost(cfg, a, batch=batch) for a in attempts)
         return RoleReply(output=output, role=base.role, provider=cfg.provider, model=cfg.model,
                          prompt_version=base.prompt_version, request_hash=base.request_hash,
                          cached=False, cost_usd=cost)
 
     @staticmethod
-    def _cost(cfg: ModelConfig, a: _Attempt) -> float:
-        return (a.tokens_in * cfg.price_in_per_mtok + a.tokens_out * cfg.price_out_per_mtok) / 1e6
+    def _cost(cfg: ModelConfig, a: _Attempt, *, batch: bool = False) -> float:
+        cost = (a.tokens_in * cfg.price_in_per_mtok + a.tokens_out * cfg.price_out_per_mtok) / 1e6
+        return cost * cfg.batch_price_factor if batch else cost
 
     @staticmethod
     def _secrets(cfg: ModelConfig) -> list[str]:
@@ -503,7 +531,7 @@ class Gateway:
             return []
 
     def _record_attempts(self, cfg: ModelConfig, attempts: list[_Attempt], base: _CallBase,
-                         output: BaseModel | None) -> None:
+                         output: BaseModel | None, *, batch: bool = False) -> None:
         secrets = self._secrets(cfg)
         for a in attempts:
             if a.error:
@@ -516,7 +544,9 @@ class Gateway:
         records = []
         paper = current_paper()
         for i, a in enumerate(attempts, start=1):
-            cost = self._cost(cfg, a)
+            cost = self._cost(cfg, a, batch=batch)
+            if batch and a.request is not None:
+                a.request["via"] = "batch"  # which road the request took, for the audit
             self.budget.add(cost, paper)
             is_last_ok = output is not None and i == len(attempts) and a.error is None and not a.refusal
             records.append(base.record(

@@ -185,7 +185,7 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
     store.run_id = run_id
     heartbeat = Heartbeat(store, settings.store.heartbeat_s)
     try:
-        async with Gateway(settings, store) as gateway, httpx.AsyncClient() as http:
+        async with Gateway(settings, store, ledger=store, run_id=run_id) as gateway, httpx.AsyncClient() as http:
             yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id)
     finally:
@@ -246,7 +246,9 @@ def _budget_scope(exc: BudgetExceeded) -> str:
 async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequence[str]) -> BatchReport:
     """Run one stage over a batch of papers concurrently (bounded by ``paper_concurrency``)."""
     report = BatchReport(stage=spec.name)
-    limit = asyncio.Semaphore(ctx.settings.build.paper_concurrency)
+    # In batch mode every paper of the batch goes at once: their requests wait together in
+    # the provider's job, so bounding papers would only split one job into several.
+    limit = asyncio.Semaphore(len(paper_ids) or 1 if ctx.settings.build.batch else ctx.settings.build.paper_concurrency)
 
     async def one(pid: str) -> None:
         async with limit:

@@ -74,11 +74,13 @@ class ConstructionOptions(BaseModel):
     distractors_needed: int = Field(4, ge=1)
     #: also ask the option verifier about options a rule already proved false
     confirm_deterministic: bool = False
+    #: options the option verifier judges in one call (1: a separate call per option)
+    options_per_call: int = Field(1, ge=1)
 
     @classmethod
     def from_settings(cls, build: BuildSettings) -> ConstructionOptions:
         return cls(findings_per_paper=build.findings_per_paper, max_revisions=build.max_revisions,
-                   items_per_paper=build.items_per_family, seed=build.seed)
+                   items_per_paper=build.items_per_family, seed=build.seed, options_per_call=build.options_per_call)
 
 
 # ---- step inputs: everything that determines a step's result (the runner hashes them) -------
@@ -124,6 +126,7 @@ class OptionCheckInput(BaseModel):
     candidates: list[tuple[int, DistractorCandidate]]
     need: int
     confirm_deterministic: bool
+    options_per_call: int = 1
     prompt: str = OPTION_PROMPT
 
 
@@ -245,12 +248,14 @@ async def _options_and_accept(paper: PaperRecord, finding: Finding, draft: Quest
 
     candidates = [(i, written.candidates[i]) for i in written.kept]
     o_in = OptionCheckInput(finding=finding, draft=draft, candidates=candidates, need=options.distractors_needed,
-                            confirm_deterministic=options.confirm_deterministic)
+                            confirm_deterministic=options.confirm_deterministic,
+                            options_per_call=options.options_per_call)
 
     async def _options() -> OptionCheckResult:
         return await check_options(candidates, finding, draft, llm, subject=subject,
                                    need=options.distractors_needed,
-                                   confirm_deterministic=options.confirm_deterministic)
+                                   confirm_deterministic=options.confirm_deterministic,
+                                   options_per_call=options.options_per_call)
 
     checked = await step("option_check", subject, o_in, _options, OptionCheckResult)
     result.option_checks.append(checked)

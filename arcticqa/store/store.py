@@ -40,6 +40,7 @@ from arcticqa import __version__
 from arcticqa.config import Settings
 from arcticqa.errors import StoreError
 from arcticqa.evidence import Document
+from arcticqa.llm.batch import BatchJob, LineResult
 from arcticqa.llm.gateway import CallRecord
 from arcticqa.papers import PaperRecord
 from arcticqa.rules import Rejection
@@ -48,6 +49,8 @@ from arcticqa.store.tables import (
     DiscoveryPage,
     DocumentRow,
     ItemRow,
+    LLMBatch,
+    LLMBatchRequest,
     LLMCall,
     Paper,
     RawRecord,
@@ -68,6 +71,8 @@ _WORKER = Worker.__table__  # type: ignore[attr-defined]
 _REJECTION = RejectionRow.__table__  # type: ignore[attr-defined]
 _DOCUMENT = DocumentRow.__table__  # type: ignore[attr-defined]
 _SPAN = SpanRow.__table__  # type: ignore[attr-defined]
+_BATCH = LLMBatch.__table__  # type: ignore[attr-defined]
+_BATCH_LINE = LLMBatchRequest.__table__  # type: ignore[attr-defined]
 _CALL_FIELDS = ("request_hash", "attempt", "role", "provider", "model", "prompt_version", "subject", "request",
                 "raw_response", "parsed", "tokens_in", "tokens_out", "cost_usd", "latency_s", "cache_hit", "error")
 
@@ -510,6 +515,60 @@ class Store:
             conn.execute(_INSERT_CALL, [
                 {**{k: getattr(r, k) for k in _CALL_FIELDS}, "run_id": self.run_id, "created_at": created}
                 for r in records])
+
+    # -- Batch API jobs (BatchLedger, arcticqa.llm.batch) ----------------------------------------
+    def batch_answer(self, body_sha256: str) -> dict[str, Any] | None:
+        """The stored 200 answer to a request with exactly this body, from any ingested job."""
+        with self.engine.connect() as conn:
+            response = conn.execute(select(_BATCH_LINE.c.response).where(
+                _BATCH_LINE.c.body_sha256 == body_sha256, _BATCH_LINE.c.status_code == 200,
+                _BATCH_LINE.c.response.is_not(None)).limit(1)).scalar()
+            return response if isinstance(response, dict) else None
+
+    def open_batches(self, endpoint: str) -> list[BatchJob]:
+        """Jobs submitted to ``endpoint`` whose results are not stored yet (a build stopped first)."""
+        with self.engine.connect() as conn:
+            jobs = conn.execute(select(_BATCH).where(_BATCH.c.endpoint == endpoint,
+                                                     _BATCH.c.status != "ingested")).all()
+            out = []
+            for job in jobs:
+                lines = conn.execute(select(_BATCH_LINE.c.custom_id, _BATCH_LINE.c.body_sha256).where(
+                    _BATCH_LINE.c.batch_id == job.id)).all()
+                out.append(BatchJob(id=job.id, endpoint=job.endpoint, model=job.model, status=job.status,
+                                    input_file_id=job.input_file_id, run_id=job.run_id,
+                                    lines={c: h for c, h in lines}))
+            return out
+
+    def record_batch(self, job: BatchJob) -> None:
+        with write_connection(self.engine) as conn:
+            conn.execute(insert(_BATCH).values(id=job.id, endpoint=job.endpoint, model=job.model, status=job.status,
+                                               input_file_id=job.input_file_id, request_count=len(job.lines),
+                                               answered=0, run_id=job.run_id, created_at=utcnow()))
+            conn.execute(insert(_BATCH_LINE), [{"batch_id": job.id, "custom_id": c, "body_sha256": h}
+                                               for c, h in job.lines.items()])
+
+    def update_batch(self, batch_id: str, status: str) -> None:
+        with write_connection(self.engine) as conn:
+            conn.execute(update(_BATCH).where(_BATCH.c.id == batch_id, _BATCH.c.status != "ingested")
+                         .values(status=status))
+
+    def ingest_batch(self, batch_id: str, status: str, results: list[LineResult], *,
+                     output_file_id: str | None, error_file_id: str | None, error: str | None) -> None:
+        """A job's results, in one transaction; the job is ``ingested`` (its provider status is
+        kept in ``error`` when it did not complete)."""
+        with write_connection(self.engine) as conn:
+            for r in results:
+                conn.execute(update(_BATCH_LINE).where(_BATCH_LINE.c.batch_id == batch_id,
+                                                       _BATCH_LINE.c.custom_id == r.custom_id)
+                             .values(status_code=r.status_code, response=r.response, error=r.error))
+            note = None if status == "completed" else f"{status}: {error or 'see the lines'}"
+            conn.execute(update(_BATCH).where(_BATCH.c.id == batch_id).values(
+                status="ingested", output_file_id=output_file_id, error_file_id=error_file_id,
+                answered=sum(1 for r in results if r.status_code == 200), error=note, finished_at=utcnow()))
+
+    def batches(self) -> list[LLMBatch]:
+        with read_session(self.engine) as s:
+            return list(s.exec(select(LLMBatch).order_by(col(LLMBatch.created_at))).all())
 
     # -- release, audit and funnel views (arcticqa.store.views) ---------------------------------
     def release_items(self) -> list[Any]:

@@ -21,6 +21,8 @@ __all__ = [
     "StageRun",
     "Worker",
     "LLMCall",
+    "LLMBatch",
+    "LLMBatchRequest",
     "RejectionRow",
     "ScreeningDecision",
     "FetchRow",
@@ -128,6 +130,44 @@ class Worker(SQLModel, table=True):
     started_at: datetime = Field(default_factory=utcnow)
     heartbeat_at: datetime = Field(default_factory=utcnow)
     stopped_at: datetime | None = None
+
+
+class LLMBatch(SQLModel, table=True):
+    """One job submitted to a provider's Batch API (build ``batch`` mode, arcticqa/llm/batch.py).
+
+    ``status`` follows the provider's (validating … completed, failed, expired, cancelled) until
+    its results are stored, then ``ingested``. A job that is not ``ingested`` when a build stops
+    is polled again by the next build instead of its requests being sent twice.
+    """
+
+    __tablename__ = "llm_batch"
+    id: str = Field(primary_key=True)  # the provider's batch id
+    endpoint: str = Field(index=True)  # base_url the batch went to
+    model: str
+    status: str = Field(index=True)
+    input_file_id: str
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+    request_count: int = 0
+    answered: int = 0
+    error: str | None = None
+    run_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+class LLMBatchRequest(SQLModel, table=True):
+    """One line of a batch: which request (by the hash of its exact body) and what came back."""
+
+    __tablename__ = "llm_batch_request"
+    __table_args__ = (UniqueConstraint("batch_id", "custom_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    batch_id: str = Field(foreign_key="llm_batch.id", index=True)
+    custom_id: str
+    body_sha256: str = Field(index=True)
+    status_code: int | None = None  # None until the batch's results are stored
+    response: dict[str, Any] | None = _json()
+    error: str | None = None
 
 
 class LLMCall(SQLModel, table=True):

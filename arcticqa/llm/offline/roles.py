@@ -726,6 +726,14 @@ def option_verifier(variables: Mapping[str, Any], response_model: type[BaseModel
     the option matches a value the evidence states; otherwise ``not_addressed`` — the offline
     provider never admits an option it cannot prove wrong.
     """
+    if "options" in variables:  # several options in one call: each judged exactly as alone
+        return response_model.model_validate({"verdicts": [
+            {**_option_verdict({**variables, "option": o.get("text", "")}), "option_id": o.get("id")}
+            for o in variables["options"]]})
+    return response_model.model_validate(_option_verdict(variables))
+
+
+def _option_verdict(variables: Mapping[str, Any]) -> dict[str, Any]:
     option = str(variables.get("option") or "")
     answer = str(variables.get("answer") or "")
     answer_type = "numeric" if parse_numbers(answer) else "entity"
@@ -734,13 +742,11 @@ def option_verifier(variables: Mapping[str, Any], response_model: type[BaseModel
     evidence = "\n".join(s.text for s in support or spans)
     supported = evidence_supports_value(option, evidence, answer)
     if supported is not None:
-        return response_model.model_validate({"verdict": "supported", "span_ids": [], "reason": supported})
+        return {"verdict": "supported", "span_ids": [], "reason": supported}
     for span in support:
         found = contradiction(option, span.text, answer, answer_type)
         if found is not None:
-            return response_model.model_validate({
-                "verdict": "contradicted", "span_ids": [span.id], "interpretation": option,
-                "reason": f"{found.rule}: {found.evidence}"})
-    return response_model.model_validate({
-        "verdict": "not_addressed", "span_ids": [],
-        "reason": "no deterministic rule proves the option false (the offline provider admits only proved options)"})
+            return {"verdict": "contradicted", "span_ids": [span.id], "interpretation": option,
+                    "reason": f"{found.rule}: {found.evidence}"}
+    return {"verdict": "not_addressed", "span_ids": [],
+            "reason": "no deterministic rule proves the option false (the offline provider admits only proved options)"}
