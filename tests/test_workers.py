@@ -249,3 +249,35 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_papers(tmp_pat
     taken_over = [r for r in every if r.status == "running" and r.worker_id in victim_ids]
     assert taken_over, "the victim was killed holding nothing"
     assert _items(store) == expected_items
+
+
+def test_build_workers_flag_runs_helper_processes_on_the_same_store(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus", n=6)
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
+        _reference_build(reference)
+        expected_items = _items(Store(load_settings(reference).store.url))
+    with FakeOpenAIServer(ScriptedModel(), latency=0.3) as srv:
+        config = write_config(tmp_path / "workers", base_url=srv.base_url, corpus=corpus)
+        env = {**os.environ, "ARCTICQA_TEST_KEY": SECRET, "DO_NOT_TRACK": "1"}
+        done = subprocess.run([sys.executable, "-m", "arcticqa", "build", "--orchestrator", "local", "--workers", "2",
+                               "-c", str(config)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        sent = _bodies(srv)
+    store = Store(load_settings(config).store.url)
+    with read_session(store.engine) as s:
+        every = list(s.exec(select(StageRun)).all())
+    assert Counter((r.paper_id, r.stage, r.subject) for r in every).most_common(1)[0][1] == 1, \
+        "a stage ran twice"
+    assert {r.status for r in every} <= {"succeeded", "rejected"}
+    assert len({w.pid for w in store.workers()}) == 2  # this process and the one it started
+    assert len({r.worker_id for r in every if r.stage == "construct"}) == 2, "the helper did no construction"
+    assert max(sent.values()) == 1, "a model request was sent twice"
+    assert _items(store) == expected_items
+
+
+def test_build_workers_flag_needs_the_local_orchestrator(tmp_path: Path) -> None:
+    config = write_config(tmp_path, base_url="http://127.0.0.1:9/v1", corpus=make_corpus(tmp_path / "corpus", n=1))
+    done = subprocess.run([sys.executable, "-m", "arcticqa", "build", "--workers", "2", "-c", str(config)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--orchestrator local" in done.stdout + done.stderr

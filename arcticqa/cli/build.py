@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,6 +44,11 @@ BatchOption = Annotated[
     typer.Option("--batch", help="Send the build roles (build.batch_roles) through the provider's Batch API: "
                  "about half the price, answers within the completion window (docs/batch.md)."),
 ]
+WorkersOption = Annotated[
+    int,
+    typer.Option("--workers", min=1, help="Build processes sharing the store (--orchestrator local): this one plus "
+                 "N-1 started for it; they claim paper stages, so each runs once (docs/scale-out.md)."),
+]
 SourceOption = Annotated[
     str | None,
     typer.Option("--source", help="Paper source: snapshot:PATH | s2-datasets:DIR | s2 (overrides config)."),
@@ -50,7 +56,7 @@ SourceOption = Annotated[
 
 
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
-         source: str | None, keywords: Path | None = None, batch: bool = False) -> None:
+         source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1) -> None:
     from arcticqa.config import load_settings
     from arcticqa.pipeline.build import FailureThresholdExceeded, run_build
     from arcticqa.pipeline.runner import open_build_context
@@ -61,6 +67,10 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
         os.environ["ARCTICQA_BUILD__KEYWORDS_FILE"] = str(keywords)
     if batch:
         os.environ["ARCTICQA_BUILD__BATCH"] = "true"
+    if workers > 1 and orchestrator is not Orchestrator.local:
+        err_console.print("[red]--workers needs --orchestrator local[/] (with Prefect, use build.task_runner = "
+                          "\"dask\" or a process work pool: docs/scale-out.md)")
+        raise typer.Exit(2)
     try:
         if orchestrator is Orchestrator.prefect:
             from flows.build_arcticqa import flow_for
@@ -77,7 +87,19 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
 
             async def go() -> dict[str, Any]:
                 async with open_build_context(settings, retry_rejected=retry_rejected or ()) as ctx:
-                    return (await run_build(ctx, discover=not resume)).model_dump(mode="json")
+                    if workers == 1:
+                        return (await run_build(ctx, discover=not resume)).model_dump(mode="json")
+                    # discovery once, here; then every process works through the stages
+                    await run_build(ctx, discover=not resume, stages=())
+                    helpers = await _start_workers(workers - 1, cfg_path, retry_rejected or [], source)
+                    try:
+                        summary = (await run_build(ctx, discover=False)).model_dump(mode="json")
+                    finally:
+                        codes = await asyncio.gather(*(p.wait() for p in helpers))
+                    if any(codes):
+                        summary.setdefault("errors", {})["workers"] = {
+                            f"worker {i}": f"exited {code}" for i, code in enumerate(codes, start=2) if code}
+                    return summary
 
             summary = asyncio.run(go())
     except FailureThresholdExceeded as exc:
@@ -88,6 +110,19 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
         err_console.print(f"[yellow]stopped early:[/] {summary['stopped']} (finished work is kept; "
                           "raise the cap and run `arcticqa resume`)")
         raise typer.Exit(3)
+
+
+async def _start_workers(n: int, config: str | None, retry_rejected: list[str], source: str | None
+                         ) -> list[asyncio.subprocess.Process]:
+    """``n`` more ``arcticqa resume`` processes on the same store (they inherit the environment,
+    so --batch and --keywords travel as their ARCTICQA_ variables)."""
+    args = ["resume", "--orchestrator", "local", *(["-c", config] if config else [])]
+    for stage in retry_rejected:
+        args += ["--retry-rejected", stage]
+    env = {**os.environ, **({"ARCTICQA_BUILD__SOURCE": source} if source else {})}
+    return [await asyncio.create_subprocess_exec(sys.executable, "-m", "arcticqa", *args, env=env,
+                                                 stdout=asyncio.subprocess.DEVNULL)
+            for _ in range(n)]
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -110,19 +145,20 @@ def _print_summary(summary: dict[str, Any]) -> None:
 @handle_errors
 def build(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
           source: SourceOption = None, keywords: KeywordsOption = None,
-          retry_rejected: RetryRejected = None, batch: BatchOption = False) -> None:
+          retry_rejected: RetryRejected = None, batch: BatchOption = False, workers: WorkersOption = 1) -> None:
     """Discover papers and run every stage that has not finished (idempotent)."""
     _run(config, resume=False, orchestrator=orchestrator, retry_rejected=retry_rejected, source=source,
-         keywords=keywords, batch=batch)
+         keywords=keywords, batch=batch, workers=workers)
 
 
 @app.command()
 @handle_errors
 def resume(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
-           retry_rejected: RetryRejected = None, batch: BatchOption = False) -> None:
+           retry_rejected: RetryRejected = None, batch: BatchOption = False, workers: WorkersOption = 1) -> None:
     """Re-run, per paper, only stages that failed or never ran (finishes an interrupted
     discovery, starts no new one). Batch API jobs a stopped build left running are polled, not resent."""
-    _run(config, resume=True, orchestrator=orchestrator, retry_rejected=retry_rejected, source=None, batch=batch)
+    _run(config, resume=True, orchestrator=orchestrator, retry_rejected=retry_rejected, source=None, batch=batch,
+         workers=workers)
 
 
 @app.command()

@@ -70,7 +70,7 @@ async def run_build(ctx: BuildContext, *, discover: bool = True, dispatch: Dispa
         summary.discovered = await (discover_fn or discover_papers)(ctx)
     else:  # resume: finish a discovery that was interrupted, start none
         summary.discovered = await discover_papers(ctx, only_unfinished=True)
-    specs = list(stages or BUILD_STAGES)
+    specs = list(BUILD_STAGES if stages is None else stages)  # () runs discovery only
     outcome: dict[str, dict[str, str]] = {spec.name: {} for spec in specs}  # stage → paper → status
     pending = await _pass(ctx, specs, ctx.store.paper_ids(), dispatch, summary, outcome, batch_parallelism)
     # Another worker holds these papers (or held them and died). Waiting here means a worker
