@@ -248,7 +248,7 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
     report = BatchReport(stage=spec.name)
     # In batch mode every paper of the batch goes at once: their requests wait together in
     # the provider's job, so bounding papers would only split one job into several.
-    limit = asyncio.Semaphore(len(paper_ids) or 1 if ctx.settings.build.batch else ctx.settings.build.paper_concurrency)
+    limit = asyncio.Semaphore((len(paper_ids) or 1) if ctx.settings.build.batch else ctx.settings.build.paper_concurrency)
 
     async def one(pid: str) -> None:
         async with limit:
