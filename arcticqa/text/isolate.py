@@ -25,10 +25,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError
+if __name__ == "__main__":
+    # The child never calls Page.get_layout(), the one user of pymupdf's optional layout
+    # package, which pymupdf imports whenever it is installed: ~0.5 s of CPU per PDF, about
+    # half of the child's start-up. Before pymupdf is imported, mark it absent.
+    sys.modules.setdefault("pymupdf.layout", None)  # type: ignore[arg-type]
 
-from arcticqa.evidence import Document
-from arcticqa.text.extract import ExtractionLimits, extract_pdf_bytes
+from pydantic import ValidationError  # noqa: E402
+
+from arcticqa.evidence import Document  # noqa: E402
+from arcticqa.text.extract import ExtractionLimits, extract_pdf_bytes  # noqa: E402
 
 __all__ = ["extract_isolated", "STARTUP_GRACE_S", "CHILD_ENV_KEYS"]
 
