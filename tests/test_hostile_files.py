@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from arcticqa.cli.app import app
+from arcticqa.errors import InputError
 from tests.release_factories import export, make_item
 
 runner = CliRunner()
@@ -188,3 +189,17 @@ def test_evaluate_score_refuses_invalid_utf8_with_a_named_error(tmp_path: Path) 
                                  "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "r.jsonl:1" in " ".join(result.output.split())
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("loader", ["arcticabstain", "abstainqa", "know2guess"])
+def test_a_prompt_file_that_is_not_a_json_object_names_the_file(tmp_path: Path, loader: str) -> None:
+    from arcticqa.evaluate.abstainqa import load_abstainqa_prompt
+    from arcticqa.evaluate.conditions import load_prompt
+    from arcticqa.evaluate.know2guess import load_know2guess_prompt
+
+    bad = tmp_path / "prompt.json"
+    bad.write_text('["not", "an", "object"]', encoding="utf-8")
+    load = {"arcticabstain": load_prompt, "abstainqa": load_abstainqa_prompt, "know2guess": load_know2guess_prompt}
+    with pytest.raises(InputError, match="expected a JSON object") as info:
+        load[loader](bad)
+    assert str(bad) in str(info.value)

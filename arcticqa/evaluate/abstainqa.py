@@ -50,6 +50,7 @@ from arcticqa.evaluate.coverage import (
 )
 from arcticqa.evaluate.external import CellGuard, external_lines
 from arcticqa.evaluate.outcomes import parse_lenient, parse_strict
+from arcticqa.evaluate.promptfile import read_prompt_file
 from arcticqa.evaluate.protocols import normalise_option_text
 from arcticqa.evaluate.reportio import csv_text, f6, write_report_folder
 from arcticqa.evaluate.settings import EvalModel
@@ -249,20 +250,11 @@ def load_abstainqa_prompt(variant_or_path: str | Path) -> AbstainQAPrompt:
     path = Path(variant_or_path)
     if str(variant_or_path) in VARIANTS or (not path.suffix and not path.exists()):
         path = PROMPT_DIR / f"{variant_or_path}-v1.json"
-    try:
-        raw = path.read_bytes()
-        data = json.loads(raw)
-    except FileNotFoundError:
-        raise InputError(f"prompt file not found (variants: {', '.join(VARIANTS)})", path=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path=str(path), line=exc.lineno) from None
-    for name in ("prompt_version", "variant", "system_text", "user_template", "reply_instruction",
-                 "confidence_instruction"):
-        if not isinstance(data.get(name), str) or not data[name]:
-            raise InputError("missing or empty", path=str(path), field=name)
-    for placeholder in ("{question}", "{context_block}", "{options}"):
-        if placeholder not in data["user_template"]:
-            raise InputError(f"user template lacks {placeholder}", path=str(path), field="user_template")
+    raw, data = read_prompt_file(
+        path, not_found=f"prompt file not found (variants: {', '.join(VARIANTS)})",
+        required=("prompt_version", "variant", "system_text", "user_template", "reply_instruction",
+                  "confidence_instruction"),
+        placeholders=("{question}", "{context_block}", "{options}"))
     if data.get("idk_option_text", IDK_TEXT) != IDK_TEXT:
         raise InputError(f"the IDK/NOTA option text is fixed: {IDK_TEXT!r}", path=str(path), field="idk_option_text")
     return AbstainQAPrompt(variant=data["variant"], version=data["prompt_version"], system_text=data["system_text"],

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from arcticqa.errors import InputError
 from arcticqa.evaluate.outcomes import Condition, ShownOption
+from arcticqa.evaluate.promptfile import read_prompt_file
 from arcticqa.release.conditions import distractor_option_id
 
 __all__ = [
@@ -108,19 +109,8 @@ def option_id_for(text: str) -> str:
 def load_prompt(path: Path | str | None = None) -> PromptTemplate:
     """Read a prompt file in the ArcticQA v1 ``prompt.json`` format (default: the v1 prompt)."""
     path = Path(path) if path is not None else DEFAULT_PROMPT_PATH
-    try:
-        raw = path.read_bytes()
-        data = json.loads(raw)
-    except FileNotFoundError:
-        raise InputError("prompt file not found", path=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path=str(path), line=exc.lineno) from None
-    for name in ("system_text", "user_template"):
-        if not isinstance(data.get(name), str) or not data[name]:
-            raise InputError("missing or empty", path=str(path), field=name)
-    for placeholder in ("{question}", "{question_context}", "{options}"):
-        if placeholder not in data["user_template"]:
-            raise InputError(f"user template lacks {placeholder}", path=str(path), field="user_template")
+    raw, data = read_prompt_file(path, required=("system_text", "user_template"),
+                                 placeholders=("{question}", "{question_context}", "{options}"))
     letters = str(data.get("letters", "ABCDE"))
     if len(letters) != 5 or len(set(letters)) != 5:
         raise InputError("need five distinct letters", path=str(path), field="letters")

@@ -58,6 +58,7 @@ from arcticqa.evaluate.coverage import (
     coverage_summary,
 )
 from arcticqa.evaluate.external import CellGuard, external_lines
+from arcticqa.evaluate.promptfile import read_prompt_file
 from arcticqa.evaluate.reportio import csv_text, f6, write_report_folder
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
@@ -219,20 +220,11 @@ def load_know2guess_prompt(variant_or_path: str | Path) -> Know2GuessPrompt:
     path = Path(variant_or_path)
     if not path.suffix and not path.exists():
         path = PROMPT_DIR / f"{variant_or_path}-v1.json"
-    try:
-        raw = path.read_bytes()
-        data = json.loads(raw)
-    except FileNotFoundError:
-        raise InputError(f"prompt file not found (variants: {', '.join(VARIANTS)})", path=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path=str(path), line=exc.lineno) from None
-    for name in ("prompt_version", "variant", "system_text", "user_template"):
-        if not isinstance(data.get(name), str) or not data[name]:
-            raise InputError("missing or empty", path=str(path), field=name)
+    raw, data = read_prompt_file(path, not_found=f"prompt file not found (variants: {', '.join(VARIANTS)})",
+                                 required=("prompt_version", "variant", "system_text", "user_template"),
+                                 placeholders=("{question}",))
     if data.get("mode") not in MODES:
         raise InputError(f"must be one of {', '.join(MODES)}", path=str(path), field="mode")
-    if "{question}" not in data["user_template"]:
-        raise InputError("user template lacks {question}", path=str(path), field="user_template")
     return Know2GuessPrompt(variant=data["variant"], mode=data["mode"], version=data["prompt_version"],
                             system_text=data["system_text"], user_template=data["user_template"],
                             sha256=hashlib.sha256(raw).hexdigest())
