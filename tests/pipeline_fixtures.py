@@ -7,6 +7,7 @@ tests drive the real openai + instructor path over loopback HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import glob
 import os
 import shutil
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from arcticqa.config import Settings, load_settings
 from arcticqa.demo.synthetic import (
     ScriptedModel,
     mooring_paper,
@@ -28,9 +30,12 @@ from arcticqa.demo.synthetic import (
     stand_in_config,
     write_corpus,
 )
+from arcticqa.pipeline.build import run_build
+from arcticqa.pipeline.runner import open_build_context
 from arcticqa.text.render import PaperSource
 
-__all__ = ["SITES", "MORE_SITES", "make_corpus", "ScriptedModel", "write_config", "postgres_server"]
+__all__ = ["SITES", "MORE_SITES", "make_corpus", "ScriptedModel", "write_config", "build_in_process",
+           "postgres_server"]
 
 #: (site name, latitude, longitude, percent decrease) per fixture paper
 SITES = [
@@ -73,6 +78,19 @@ def write_config(directory: Path, *, base_url: str, corpus: Path, api_key_env: s
                            store_url=store_url, build=f"batch_size = 2\npaper_concurrency = 2\n{extra}",
                            model="max_retries = 2\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\n"
                                  f"timeout_s = 10\n{model_extra}")
+
+
+def build_in_process(config: Path | Settings, *, resume: bool = False) -> dict[str, Any]:
+    """One whole build (``resume``: without discovery) in this process; its summary as JSON data."""
+    settings = config if isinstance(config, Settings) else load_settings(config)
+
+    async def go() -> dict[str, Any]:
+        async with open_build_context(settings) as ctx:
+            summary = await run_build(ctx, discover=not resume)
+            ctx.store.close()
+            return summary.model_dump(mode="json")
+
+    return asyncio.run(go())
 
 
 def _free_port() -> int:

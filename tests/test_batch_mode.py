@@ -9,7 +9,6 @@ instead of sending its requests again.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -23,10 +22,8 @@ import pytest
 
 from arcticqa.config import load_settings
 from arcticqa.llm.local_server import FakeOpenAIServer, Fault
-from arcticqa.pipeline.build import run_build
-from arcticqa.pipeline.runner import open_build_context
 from arcticqa.store.store import Store
-from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
+from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 
 KEY = "sk-test-batch-key-77"
 REPO = Path(__file__).resolve().parent.parent
@@ -38,18 +35,11 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARCTICQA_TEST_KEY", KEY)
 
 
-def _build(config: Path, *, batch: bool, resume: bool = False) -> dict[str, Any]:
+def _build(config: Path, *, batch: bool) -> dict[str, Any]:
     settings = load_settings(config)
     settings.build.batch = batch
     settings.build.batch_size = 10  # the three papers in one stage batch: one job per round
-
-    async def go() -> dict[str, Any]:
-        async with open_build_context(settings) as ctx:
-            summary = await run_build(ctx, discover=not resume)
-            ctx.store.close()
-            return summary.model_dump(mode="json")
-
-    return asyncio.run(go())
+    return build_in_process(settings)
 
 
 def _items(config: Path) -> list[dict[str, Any]]:

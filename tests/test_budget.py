@@ -14,11 +14,9 @@ from arcticqa.config import ModelConfig, Settings, load_settings
 from arcticqa.errors import BudgetExceeded
 from arcticqa.llm.gateway import Budget, Gateway, paper_scope
 from arcticqa.llm.local_server import Fault, Reply
-from arcticqa.pipeline.build import run_build
-from arcticqa.pipeline.runner import open_build_context
 from arcticqa.store.store import Store
 from tests.fakes.openai_server import FakeOpenAIServer
-from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
+from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 
 
 class Echo(BaseModel):
@@ -91,14 +89,7 @@ def test_build_fails_the_paper_over_its_cap_and_finishes_the_others(tmp_path: Pa
         config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus,
                               extra="budget_per_paper_usd = 0.5")
         settings = load_settings(config)
-
-        async def go() -> dict[str, Any]:
-            async with open_build_context(settings) as ctx:
-                summary = await run_build(ctx)
-                ctx.store.close()
-                return summary.model_dump(mode="json")
-
-        summary = asyncio.run(go())
+        summary = build_in_process(settings)
     assert summary["stopped"] is None  # the run itself was never stopped
     assert summary["stages"]["construct"] == {"succeeded": 2, "failed": 1}
     store = Store(settings.store.url)

@@ -22,8 +22,6 @@ from sqlmodel import select
 
 from arcticqa.config import load_settings
 from arcticqa.llm.local_server import FakeOpenAIServer
-from arcticqa.pipeline.build import run_build
-from arcticqa.pipeline.runner import open_build_context
 from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
 from arcticqa.store.tables import (
@@ -38,7 +36,7 @@ from arcticqa.store.tables import (
     StageRun,
     VerificationRow,
 )
-from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
+from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 
 SECRET = "sk-test-SECRET-build-4b1d"
 REPO = Path(__file__).resolve().parent.parent
@@ -47,18 +45,6 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARCTICQA_TEST_KEY", SECRET)
-
-
-def _build(config: Path, *, resume: bool = False) -> dict[str, Any]:
-    settings = load_settings(config)
-
-    async def go() -> dict[str, Any]:
-        async with open_build_context(settings) as ctx:
-            summary = await run_build(ctx, discover=not resume)
-            ctx.store.close()
-            return summary.model_dump(mode="json")
-
-    return asyncio.run(go())
 
 
 def _cli(config: Path, *args: str, **kw: Any) -> subprocess.Popen[str]:
@@ -80,7 +66,7 @@ def test_build_records_every_stage_and_model_call(tmp_path: Path) -> None:
     corpus = make_corpus(tmp_path / "corpus")
     with FakeOpenAIServer(ScriptedModel()) as srv:
         config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
-        summary = _build(config)
+        summary = build_in_process(config)
     assert summary["stages"]["construct"] == {"succeeded": 3}
     store = Store(load_settings(config).store.url)
     with read_session(store.engine) as s:
@@ -103,12 +89,12 @@ def test_second_build_sends_no_requests_and_adds_no_rows(tmp_path: Path) -> None
     corpus = make_corpus(tmp_path / "corpus")
     with FakeOpenAIServer(ScriptedModel()) as srv:
         config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
-        _build(config)
+        build_in_process(config)
         sent = len(srv.requests)
         store = Store(load_settings(config).store.url)
         with read_session(store.engine) as s:
             before = {t.__tablename__: len(s.exec(select(t)).all()) for t in (StageRun, ItemRow, SpanRow)}
-        summary = _build(config)
+        summary = build_in_process(config)
         assert len(srv.requests) == sent
     with read_session(store.engine) as s:
         after = {t.__tablename__: len(s.exec(select(t)).all()) for t in (StageRun, ItemRow, SpanRow)}
@@ -123,7 +109,7 @@ def test_failing_model_marks_the_stage_failed_and_resume_completes_it(tmp_path: 
     model.fail_when, model.failing = "Fram Strait", True
     with FakeOpenAIServer(model) as srv:
         config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
-        summary = _build(config)
+        summary = build_in_process(config)
         assert summary["stages"]["construct"] == {"succeeded": 2, "failed": 1}
         store = Store(load_settings(config).store.url)
         failed = store.runs(stage="construct", status="failed")
@@ -141,7 +127,7 @@ def test_kill_minus_nine_then_resume_equals_an_uninterrupted_build(tmp_path: Pat
     corpus = make_corpus(tmp_path / "corpus")
     with FakeOpenAIServer(ScriptedModel()) as srv:
         reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
-        _build(reference)
+        build_in_process(reference)
         expected = _items(Store(load_settings(reference).store.url))
 
     with FakeOpenAIServer(ScriptedModel(), latency=0.25) as srv:
@@ -206,7 +192,7 @@ def test_export_validate_audit_and_funnel_from_a_built_store(tmp_path: Path) -> 
     model.fail_when, model.failing = "Kongsfjorden", True  # one paper fails, so the audit has content
     with FakeOpenAIServer(model) as srv:
         config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
-        _build(config)
+        build_in_process(config)
     out = tmp_path / "out"
     for args in (["export", "--out", str(out / "release")], ["audit", "--html", str(out / "audit.html")],
                  ["funnel", "--out", str(out / "funnel.svg")]):
@@ -243,8 +229,8 @@ def test_resume_finishes_an_interrupted_discovery_and_starts_no_new_one(tmp_path
         asyncio.run(discover([], source=settings.build.source, checkpoint=StoreCheckpoint(store),
                              options=DiscoveryOptions(page_size=1, max_pages=1)))
         assert len(StoreCheckpoint(store).all_records()) == 1
-        summary = _build(config, resume=True)
+        summary = build_in_process(config, resume=True)
         assert summary["discovered"] is not None and summary["discovered"]["new_papers"] == 3
         assert summary["stages"]["construct"] == {"succeeded": 3}
-        again = _build(config, resume=True)
+        again = build_in_process(config, resume=True)
         assert again["discovered"] is None  # nothing unfinished: resume starts no discovery

@@ -23,12 +23,11 @@ from sqlmodel import select
 
 from arcticqa.config import load_settings
 from arcticqa.llm.local_server import FakeOpenAIServer
-from arcticqa.pipeline.build import run_build
 from arcticqa.pipeline.runner import open_build_context
 from arcticqa.store.db import read_session, write_session
 from arcticqa.store.store import HOST, Store
 from arcticqa.store.tables import StageRun, Worker, utcnow
-from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
+from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 
 __all__ = ["run_two_workers", "claim_race"]
 
@@ -133,15 +132,6 @@ def test_build_context_heartbeats_and_stops_its_worker(tmp_path: Path) -> None:
 
 
 # -- two concurrent builds ------------------------------------------------------------------------
-def _reference_build(config: Path) -> None:
-    async def go() -> None:
-        async with open_build_context(load_settings(config)) as ctx:
-            await run_build(ctx)
-            ctx.store.close()
-
-    asyncio.run(go())
-
-
 def _items(store: Store) -> list[dict[str, Any]]:
     return sorted((dict(row.payload or {}) for row in store.items()), key=lambda p: p["item_id"])
 
@@ -150,10 +140,10 @@ def _bodies(server: FakeOpenAIServer) -> Counter[str]:
     return Counter(json.dumps(r.body, sort_keys=True) for r in server.requests)
 
 
-def _worker(config: Path, command: str) -> subprocess.Popen[str]:
+def _worker(config: Path, command: str, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "ARCTICQA_TEST_KEY": SECRET, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1"}
-    return subprocess.Popen([sys.executable, "-m", "arcticqa", command, "--orchestrator", "local",
+    return subprocess.Popen([sys.executable, "-m", "arcticqa", command, "--orchestrator", "local", *extra,
                              "-c", str(config)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, cwd=REPO)
 
@@ -164,7 +154,7 @@ def run_two_workers(tmp_path: Path, store_url: str | None, *, n_papers: int = 8)
     corpus = make_corpus(tmp_path / "corpus", n=n_papers)
     with FakeOpenAIServer(ScriptedModel()) as srv:
         reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
-        _reference_build(reference)
+        build_in_process(reference)
         expected_items = _items(Store(load_settings(reference).store.url))
         expected_bodies = _bodies(srv)
     assert len(expected_items) == n_papers
@@ -213,7 +203,7 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_papers(tmp_pat
     corpus = make_corpus(tmp_path / "corpus", n=4)
     with FakeOpenAIServer(ScriptedModel()) as srv:
         reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
-        _reference_build(reference)
+        build_in_process(reference)
         expected_items = _items(Store(load_settings(reference).store.url))
 
     with FakeOpenAIServer(ScriptedModel(), latency=0.2) as srv:
@@ -255,14 +245,13 @@ def test_build_workers_flag_runs_helper_processes_on_the_same_store(tmp_path: Pa
     corpus = make_corpus(tmp_path / "corpus", n=6)
     with FakeOpenAIServer(ScriptedModel()) as srv:
         reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
-        _reference_build(reference)
+        build_in_process(reference)
         expected_items = _items(Store(load_settings(reference).store.url))
     with FakeOpenAIServer(ScriptedModel(), latency=0.3) as srv:
         config = write_config(tmp_path / "workers", base_url=srv.base_url, corpus=corpus)
-        env = {**os.environ, "ARCTICQA_TEST_KEY": SECRET, "DO_NOT_TRACK": "1"}
-        done = subprocess.run([sys.executable, "-m", "arcticqa", "build", "--orchestrator", "local", "--workers", "2",
-                               "-c", str(config)], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout + done.stderr
+        build = _worker(config, "build", "--workers", "2")
+        out = build.communicate(timeout=300)[0]
+        assert build.returncode == 0, out
         sent = _bodies(srv)
     store = Store(load_settings(config).store.url)
     with read_session(store.engine) as s:
