@@ -40,8 +40,8 @@ __all__ = ["main", "StageTiming", "run_local"]
 
 TARGET_MS = 50.0
 TARGET_RATIO = 0.80
-_STORE_METHODS = ("latest_run", "start_run", "finish_run", "record_calls", "cached_output", "get_paper",
-                  "get_document", "paper_row", "family_items", "paper_ids")
+_STORE_METHODS = ("latest_run", "start_run", "claim_run", "finish_run", "record_run", "record_calls",
+                  "cached_output", "get_paper", "get_document", "paper_row", "family_items", "paper_ids")
 
 
 @dataclass

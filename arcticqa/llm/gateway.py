@@ -455,8 +455,7 @@ class Gateway:
         client = self._client(model_name, cfg, batch=batch)
         # a batched request waits in the provider's job queue, not in a connection: the
         # concurrency and rate limits pace live requests only
-        limiter = self._rate_limiter(model_name, cfg) if not batch else ModelLimiter.for_config(
-            cfg.model_copy(update={"requests_per_minute": None, "tokens_per_minute": None}))
+        limiter = self._rate_limiter(model_name, cfg) if not batch else None
         estimate = estimate_tokens(messages, cfg.max_tokens)
         paper = current_paper()
         attempts: list[_Attempt] = []
@@ -469,7 +468,7 @@ class Gateway:
                 async for attempt in transport_retrying(cfg, retry=_retry_transport):
                     with attempt:
                         self.budget.check(paper)
-                        if limiter.active:
+                        if limiter is not None and limiter.active:
                             await limiter.acquire(estimate)
                         first = len(attempts)
                         try:
@@ -486,7 +485,7 @@ class Gateway:
                                 )
                                 output = _unwired(wired, response_model)
                         finally:
-                            if limiter.active:
+                            if limiter is not None and limiter.active:
                                 _settle(limiter, estimate, attempts[first:])
         except BudgetExceeded:
             raise

@@ -94,6 +94,8 @@ _CACHED_OUTPUT = select(_CALL.c.parsed).where(
     _CALL.c.cache_hit.is_(False)).limit(1)
 _INSERT_CALL = insert(_CALL)
 _INSERT_REJECTION = insert(_REJECTION)
+_ANSWER_LINE = update(_BATCH_LINE).where(_BATCH_LINE.c.batch_id == bindparam("b_batch"),
+                                         _BATCH_LINE.c.custom_id == bindparam("b_custom"))
 
 
 def _newest_run(conn: Connection, paper_id: str, stage: str, subject: str) -> StageRun | None:
@@ -557,10 +559,9 @@ class Store:
         """A job's results, in one transaction; the job is ``ingested`` (its provider status is
         kept in ``error`` when it did not complete)."""
         with write_connection(self.engine) as conn:
-            for r in results:
-                conn.execute(update(_BATCH_LINE).where(_BATCH_LINE.c.batch_id == batch_id,
-                                                       _BATCH_LINE.c.custom_id == r.custom_id)
-                             .values(status_code=r.status_code, response=r.response, error=r.error))
+            if results:  # one statement for every line (a job may have 50,000)
+                conn.execute(_ANSWER_LINE, [{"b_batch": batch_id, "b_custom": r.custom_id, "status_code": r.status_code,
+                                             "response": r.response, "error": r.error} for r in results])
             note = None if status == "completed" else f"{status}: {error or 'see the lines'}"
             conn.execute(update(_BATCH).where(_BATCH.c.id == batch_id).values(
                 status="ingested", output_file_id=output_file_id, error_file_id=error_file_id,
