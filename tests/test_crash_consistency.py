@@ -31,9 +31,9 @@ import pytest
 from arcticqa.config import load_settings
 from arcticqa.llm.local_server import FakeOpenAIServer
 from arcticqa.store.store import Store
-from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
+from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 from tests.release_factories import export, make_item
-from tests.test_build_pipeline import _build, _items
+from tests.test_build_pipeline import _items
 
 SECRET = "sk-test-crash"
 REPO = Path(__file__).resolve().parent.parent
@@ -89,7 +89,7 @@ def test_twenty_seeded_sigkills_then_resume_equal_an_uninterrupted_build(tmp_pat
     corpus = make_corpus(tmp_path / "corpus")
     with FakeOpenAIServer(ScriptedModel()) as srv:
         reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
-        _build(reference)
+        build_in_process(reference)
         ref_store = Store(load_settings(reference).store.url)
         expected = _items(ref_store)
         total_rows = len(ref_store.runs())

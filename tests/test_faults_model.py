@@ -27,8 +27,8 @@ from arcticqa.llm.gateway import Gateway, MemoryRecorder
 from arcticqa.llm.local_server import Drop, FakeOpenAIServer, Fault, Hang, Reply, by_role, json_reply, role_of
 from arcticqa.pipeline.build import FailureThresholdExceeded
 from arcticqa.store.store import Store
-from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
-from tests.test_build_pipeline import _build, _items
+from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
+from tests.test_build_pipeline import _items
 from tests.test_gateway import Echo, _settings
 
 GOOD = json_reply({"word": "ice", "n": 1})
@@ -181,7 +181,7 @@ def test_stage_run_records_the_cause_and_resume_heals(tmp_path: Path, name: str,
     model = FaultyModel("finding_extractor", "Fram Strait", [reply])
     with FakeOpenAIServer(model) as srv:
         config = _config(tmp_path, srv.base_url, corpus)
-        summary = _build(config)
+        summary = build_in_process(config)
         store = Store(load_settings(config).store.url)
         assert summary["stages"]["construct"] == {"succeeded": 1, "failed": 1}
         failed = store.runs(stage="construct", status="failed")
@@ -190,7 +190,7 @@ def test_stage_run_records_the_cause_and_resume_heals(tmp_path: Path, name: str,
         assert "Fram Strait" not in json.dumps([i["question"] for i in _items(store)])
         _no_half_written_rows(store, tmp_path / "arcticqa.db")
         model.broken = False  # the endpoint heals
-        _build(config, resume=True)
+        build_in_process(config, resume=True)
     assert {r.status for r in store.runs(stage="construct")} >= {"succeeded"}
     assert len(_items(store)) == 2
     _no_half_written_rows(store, tmp_path / "arcticqa.db")
@@ -201,7 +201,7 @@ def test_transient_stage_faults_are_retried_inside_the_stage(tmp_path: Path) -> 
     model = FaultyModel("question_writer", "Fram Strait", [Fault(429), Drop(), None])
     with FakeOpenAIServer(model) as srv:
         config = _config(tmp_path, srv.base_url, corpus)
-        summary = _build(config)
+        summary = build_in_process(config)
     assert summary["stages"]["construct"] == {"succeeded": 2}
     store = Store(load_settings(config).store.url)
     writer = [c for c in store.llm_calls() if c.role == "question_writer" and "Fram" in json.dumps(c.request)]
@@ -214,7 +214,7 @@ def _capped(tmp_path: Path, corpus: Path, srv: FakeOpenAIServer) -> tuple[Path, 
     # each call costs (20 * 1 + 5 * 2) / 1e6 USD
     config = _config(tmp_path, srv.base_url, corpus, extra="budget_usd = 0.00012")
     try:
-        return config, _build(config)
+        return config, build_in_process(config)
     except FailureThresholdExceeded:
         return config, None
 
@@ -232,7 +232,7 @@ def test_budget_cap_mid_run_loses_nothing_and_resume_finishes(tmp_path: Path) ->
     corpus = make_corpus(tmp_path / "corpus", n=2)
     with FakeOpenAIServer(ScriptedModel()) as srv:
         reference = _config(tmp_path / "reference", srv.base_url, corpus)
-        _build(reference)
+        build_in_process(reference)
         expected = _items(Store(load_settings(reference).store.url))
         full = len(srv.requests)
 
@@ -251,7 +251,7 @@ def test_budget_cap_mid_run_loses_nothing_and_resume_finishes(tmp_path: Path) ->
 
         config.write_text(config.read_text(encoding="utf-8").replace("budget_usd = 0.00012", "budget_usd = 1.0"),
                           encoding="utf-8")
-        _build(config, resume=True)
+        build_in_process(config, resume=True)
         resent = [json.dumps(r.body["messages"], sort_keys=True) for r in srv.requests[stopped_after:]]
     assert not answered & set(resent), "a request whose answer was recorded was sent again"
     assert _items(store) == expected

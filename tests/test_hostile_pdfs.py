@@ -229,8 +229,8 @@ def test_a_bomb_in_the_corpus_costs_one_paper_not_the_build(tmp_path: Path,
     from arcticqa.config import load_settings
     from arcticqa.llm.local_server import FakeOpenAIServer
     from arcticqa.store.store import Store
-    from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
-    from tests.test_build_pipeline import _build, _items
+    from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
+    from tests.test_build_pipeline import _items
 
     monkeypatch.setenv("ARCTICQA_TEST_KEY", "sk-test-bomb")
     corpus = make_corpus(tmp_path / "corpus", n=2)
@@ -243,7 +243,7 @@ def test_a_bomb_in_the_corpus_costs_one_paper_not_the_build(tmp_path: Path,
         config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
         config.write_text(config.read_text(encoding="utf-8") + "\n[extraction]\nmemory_limit_mb = 1024\n",
                           encoding="utf-8")
-        summary = _build(config)
+        summary = build_in_process(config)
     assert summary["stages"]["extract_text"] == {"succeeded": 2, "rejected": 1}
     store = Store(load_settings(config).store.url)
     rejected = store.runs(stage="extract_text", status="rejected")
