@@ -76,8 +76,8 @@ def evidence_supports_value(option: str, evidence_text: str, answer: str) -> str
     _, value = pair
     evidence_text = prepare_text(evidence_text)
     for number in parse_numbers(evidence_text):
-        if (number.unit is None) != (value.unit is None) and number.unit is not None and value.unit is not None:
-            continue
+        if value.unit is not None and number.unit is None:
+            continue  # a bare number in the evidence (a station id "ARK-XXV/2", a "24′") is no quantity
         if values_agree(value, number) is True:
             return _sentence_at(evidence_text, number.start)
     return None

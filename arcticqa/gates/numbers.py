@@ -9,6 +9,15 @@ tolerances after conversion to a common unit — so ``2.3 mm/yr`` equals ``2.30 
 Units are read by a curated token grammar, not by handing free text to pint: pint happily
 parses "Tg C" as teragram·coulomb and "N" (north) as newton. Tokens pint cannot convert
 (``°E``, ``psu``, ``fold``) are *labels* that only match themselves.
+
+The grammar reads what papers and PDF text actually contain: superscript and detached exponents
+(``yr⁻¹``, ``yr −1``, ``km 2``), element-qualified masses (``TgC``, ``Tg C``, ``g C m⁻² d⁻¹``),
+unknown tokens in a unit position (``CFU/m 3``, ``cm/k.y.``) kept as *opaque* units that only
+convert into themselves, Cyrillic units (``км``, ``мг``, ``°С``, ``м в. э.``), the decimal comma
+of Russian text, thin-space thousands, ``× 10⁻³``/``·10 3`` scientific notation, percentage
+points (never percent) and calendar dates (``March 11th`` is a date, not the number 11).
+A misread unit must never make two equal values look different: when in doubt a token makes
+the numbers *incomparable* (no proof), never different.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import date
 from functools import lru_cache
 from typing import Any
 
@@ -32,21 +42,34 @@ __all__ = [
 ]
 
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
-_DEGREE_LOOKALIKES = str.maketrans({"\u00ba": "°", "\u02da": "°", "\u030a": "°", "\u2218": "°"})
+_DEGREE_LOOKALIKES = str.maketrans({"\u00ba": "°", "\u02da": "°", "\u030a": "°", "\u2218": "°",
+                                    "\u25e6": "°"})
+
+
+_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
+_FIGURE_DASH = str.maketrans({"\u2012": "\u2013", "\u2010": "-", "\u2011": "-"})
 
 
 def prepare_text(text: str) -> str:
     """The form numbers are read from (offsets of :class:`Number` index into it): NFKC (keeps superscripts, which NFKC would flatten into digits), unified degree/minus signs."""
+    # thin / no-break spaces group thousands ("12 500"); NFKC would turn them into plain spaces,
+    # so outside Cyrillic text (where a plain space groups thousands anyway) they become commas
+    if not _CYRILLIC.search(text):
+        text = re.sub(r"(?<=\d)[\u00a0\u2009\u202f](?=\d{3}(?!\d))", ",", text)
     # protect superscripts: NFKC turns "yr⁻¹" into "yr-1", which we want, but "10³" into "103"
     text = re.sub(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺]+", lambda m: "^" + m.group(0).translate(_SUPERSCRIPTS), text)
-    text = unicodedata.normalize("NFKC", text).translate(_DEGREE_LOOKALIKES)
+    text = unicodedata.normalize("NFKC", text).translate(_DEGREE_LOOKALIKES).translate(_FIGURE_DASH)
     text = text.replace("\u00ad", "").replace("\u2212", "-").replace("\ufe63", "-")
+    # a Cyrillic "С" after a degree sign is Celsius
+    text = re.sub(r"°\s*\u0421", "°C", text)
     text = re.sub(r"°\s+(?=[CFKNSEW]\b)", "°", text)
     # PDF text loses superscripts: "CFU/m 3" is per cubic metre
     text = re.sub(r"/ ?(k?m|cm|mm|dm) ([23])\b(?![.,]\d)", r"/\1^\2", text)
     text = re.sub(r"\s+°", " °", text)
     text = re.sub(r"\bper\s?cent\b", "%", text, flags=re.I)
     text = re.sub(r"\bper\s?mil(?:le)?\b", "‰", text, flags=re.I)
+    # PDF text glues the element to the time unit: "Pg Cyear -1"
+    text = re.sub(r"\b([PTGMk]?g) ?([CN])(year|yr)\b", r"\1 \2 \3", text)
     return text
 
 
@@ -83,19 +106,40 @@ class Number:
 
 _PREFIX = r"(?:da|[YZEPTGMkhdcmµμunpf])"
 _PREFIXABLE = r"(?:mol|Pa|Hz|Sv|Bq|eq|bar|g|m|s|L|l|W|J|V|t|M)"
-_PLAIN = (r"(?:%|‰|ppm|ppb|ppt|ppmv|ppbv|psu|PSU|°[CFNSEW]|°|K|yrs?|years?|a|d|days?|h|hrs?|hours?"
-          r"|min|months?|weeks?|decades?|century|centuries|ha|fold|times|mol%)")
+_PLAIN = (r"(?:percentage[ -]points?|%[ -]points?|pp|%|‰|ppm|ppb|ppt|ppmv|ppbv|psu|PSU|°[CFNSEW]|°|K"
+          r"|yrs?|years?|a|d|days?|h|hrs?|hours?|min|months?|weeks?|decades?|century|centuries|ha"
+          r"|fold|times|mol%)")
+#: Cyrillic unit abbreviations -> the Latin token they stand for (longest first in the pattern)
+_CYRILLIC_UNITS = {"мкм": "µm", "км": "km", "см": "cm", "мм": "mm", "дм": "dm", "нм": "nm", "м": "m",
+                   "мкг": "µg", "кг": "kg", "мг": "mg", "нг": "ng", "г": "g", "т": "t", "мл": "mL",
+                   "л": "L", "га": "ha", "сут": "d", "ч": "h", "мин": "min", "с": "s", "год": "yr",
+                   "лет": "yr", "гПа": "hPa", "кПа": "kPa", "Па": "Pa", "Вт": "W", "ppm": "ppm"}
+_CYR = "|".join(sorted((re.escape(k) for k in _CYRILLIC_UNITS), key=len, reverse=True))
 _EXP = r"(?:\^?[-+]?\d)?"
-_TOKEN = re.compile(rf"(?:{_PLAIN}|{_PREFIX}?{_PREFIXABLE}){_EXP}(?![\w%‰°])")
+_TOKEN = re.compile(rf"(?:{_PLAIN}|{_PREFIX}?{_PREFIXABLE}|{_CYR}){_EXP}(?![\w%‰°])")
+# a mass qualified by its element ("TgC", "Tg C", "g C"): converts only into the same element
+_ELEMENT = re.compile(r" ?(?P<el>CO2|CH4|CO_2|Si|Fe|C|N|P|S)(?![\w%‰°])")
+_MASS = re.compile(rf"^{_PREFIX}?g$|^t$")
+_GLUED_ELEMENT = re.compile(rf"(?P<mass>{_PREFIX}?g)(?P<el>CO2|CH4|C|N|P)(?![\w%‰°])")
+_WATER_EQUIVALENT = re.compile(r" ?(?:w\. ?e\.|в\. ?э\.|WE\b|w\.e\b)")
+# an unknown word in a unit position (after "/" or "per", or carrying an exponent): "CFU", "k.y."
+_OPAQUE = re.compile(r"[^\W\d_]+(?:\.[^\W\d_]+)*\.?")
+_ATTACHED_EXP = re.compile(r"\^?([-+]\d|\d)(?![\w.,])")
+# PDF text detaches exponents: "yr −1", "m −2", "km 2" (the last only for lengths)
+_DETACHED_EXP = re.compile(r" ([-+]\d)(?!\d|[.,]\d)")
+_DETACHED_SQUARE = re.compile(r" ([23])(?!\d|[.,]\d|[%‰°]| ?[-–] ?\d| ?[×x·] ?10)")
+_LENGTHS = {"m", "km", "cm", "mm", "dm", "µm", "nm"}
 # tokens that are also common words or letters: a unit only in a denominator or with an exponent
-_AMBIGUOUS_ALONE = {"yr_a", "d", "h", "t", "L", "M", "da", "min"}
-_LABELS = {"psu", "°N", "°S", "°E", "°W", "fold", "ppt", "eq", "ppmv", "ppbv"}
+_AMBIGUOUS_ALONE = {"a", "l", "d", "h", "t", "L", "M", "da", "min", "s", "pp", "с", "ч", "л"}
+_LABELS = {"psu", "°N", "°S", "°E", "°W", "fold", "ppt", "eq", "ppmv", "ppbv", "pp"}
 
 # spelling variants of one unit share one canonical token, so "mm/yr" == "mm/year" without pint
 _SYNONYMS = {"yrs": "yr", "year": "yr", "years": "yr", "a": "yr", "day": "d", "days": "d",
              "hr": "h", "hrs": "h", "hour": "h", "hours": "h", "months": "month",
              "weeks": "week", "decades": "decade", "centuries": "century", "times": "fold",
-             "PSU": "psu", "l": "L"}
+             "PSU": "psu", "l": "L", "percentage points": "pp", "percentage point": "pp",
+             "percentage-points": "pp", "percentage-point": "pp", "% points": "pp",
+             "% point": "pp", "%-points": "pp", "%-point": "pp"}
 _BASE_NAMES = {
     "yr": "year", "d": "day", "h": "hour", "min": "minute", "month": "month", "week": "week",
     "decade": "(10*year)", "century": "(100*year)", "%": "percent", "‰": "permille",
@@ -110,8 +154,59 @@ def _canonical_token(tok: str) -> tuple[str, int]:
     base, exp = m.group(1), m.group(2)
     if not base:  # a bare digit is never a unit token
         base, exp = tok, None
-    base = _SYNONYMS.get(base.replace("μ", "µ"), base.replace("μ", "µ"))
+    base = _CYRILLIC_UNITS.get(base, base).replace("μ", "µ")
+    base = _SYNONYMS.get(base, base)
     return base, int(exp) if exp else 1
+
+
+def _qualifier(name: str) -> str:
+    """A unit factor that only converts into itself (an element, w.e., an unknown token)."""
+    return "{" + name + "}"
+
+
+def _read_token(text: str, j: int, denominator: bool) -> tuple[list[tuple[str, int]], int, bool] | None:
+    """One unit factor at ``j``: (parts, end, is_known) or None. Parts carry their exponents."""
+    glued = _GLUED_ELEMENT.match(text, j)
+    if glued:
+        mass, _ = _canonical_token(glued.group("mass"))
+        return [(mass, 1), (_qualifier(glued.group("el").replace("_", "")), 1)], glued.end(), True
+    m = _TOKEN.match(text, j)
+    if m and not denominator and m.group(0) in ("г", "т", "с") and text.startswith(".", m.end()):
+        return None  # "2008 г." is the year 2008, "т. е." is "that is"
+    if m:
+        base, exp = _canonical_token(m.group(0))
+        end = m.end()
+        if exp == 1 and not re.search(r"\^?[-+]?\d$", m.group(0)):
+            detached = _DETACHED_EXP.match(text, end)
+            if detached:
+                exp, end = int(detached.group(1)), detached.end()
+            elif base in _LENGTHS:
+                square = _DETACHED_SQUARE.match(text, end)
+                if square:
+                    exp, end = int(square.group(1)), square.end()
+        parts = [(base, exp)]
+        if _MASS.match(base):
+            element = _ELEMENT.match(text, end)
+            if element:
+                parts.append((_qualifier(element.group("el").replace("_", "")), 1))
+                end = element.end()
+        if base in _LENGTHS:
+            we = _WATER_EQUIVALENT.match(text, end)
+            if we:
+                parts.append((_qualifier("w.e."), 1))
+                end = we.end()
+        # a time unit glued to the exponent of an element ("Pg Cyear -1") is handled by the caller
+        return parts, end, True
+    o = _OPAQUE.match(text, j)
+    if not o:
+        return None
+    word, end = o.group(0), o.end()
+    exp_m = _ATTACHED_EXP.match(text, end) or _DETACHED_EXP.match(text, end)
+    if exp_m:
+        return [(_qualifier(word), int(exp_m.group(1)))], exp_m.end(), False
+    if denominator or re.match(r" ?/ ?[^\W\d_]", text[end:end + 4]):
+        return [(_qualifier(word.rstrip(".") if not re.search(r"\.\w", word) else word), 1)], end, False
+    return None
 
 
 def _read_unit(text: str, pos: int) -> tuple[str | None, int]:
@@ -125,23 +220,27 @@ def _read_unit(text: str, pos: int) -> tuple[str | None, int]:
         return "fold", j + (5 if text.startswith("-fold", j) else 6)
     denominator = False
     while True:
-        m = _TOKEN.match(text, j)
-        if not m:
+        read = _read_token(text, j, denominator)
+        if read is None:
             break
-        tok = m.group(0)
-        base, exp = _canonical_token(tok)
-        ambiguous = base in _AMBIGUOUS_ALONE or tok in ("a", "l")
-        if ambiguous and not denominator and exp == 1 and not parts:
+        found, end, known = read
+        base, exp = found[0]
+        raw = re.sub(r"\^?[-+]?\d$", "", text[j:end].split(" ")[0])
+        ambiguous = known and raw in _AMBIGUOUS_ALONE
+        # "1.0 t" at the end of a phrase is a tonne; "5 t of ice" too; "2 h after" is left unread
+        if ambiguous and not denominator and exp == 1 and not re.match(r"\s*(?:$|[.,;:)\]]|of\b)", text[end:]):
+            break
+        if not known and not parts and not denominator and exp == 1 and not re.match(r" ?/", text[end:]):
             break
         if base == "fold" and parts:
             break
-        parts.append((base, -exp if denominator else exp))
-        i = j = m.end()
+        parts.extend((b, -e if denominator else e) for b, e in found)
+        i = j = end
         denominator = False
-        sep = re.match(r"(?: ?/ ?| per | ?[·⋅*] ?| )", text[j:])
+        sep = re.match(r"(?: ?/ ?| per | в (?=год|сут)| ?[·⋅*] ?| )", text[j:])
         if not sep:
             break
-        if "/" in sep.group(0) or "per" in sep.group(0):
+        if "/" in sep.group(0) or "per" in sep.group(0) or " в " == sep.group(0):
             denominator = True
         j += sep.end()
     if not parts:
@@ -157,9 +256,14 @@ def _read_unit(text: str, pos: int) -> tuple[str | None, int]:
 # ---- number scanner -------------------------------------------------------------------------
 
 _NUM = re.compile(
-    r"(?<![\w.^])(?P<sign>[-+\u2013\u2014]\s?)?(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(?P<frac>\d+))?(?!\d)"
+    r"(?<![\w.^])(?P<sign>[-+\u2013\u2014]\s?)?(?:(?P<zero>0),(?P<zfrac>\d+)|(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)"
+    r"(?:\.(?P<frac>\d+))?)(?!\d)"
 )
-_SCI = re.compile(r"\s?(?:[×xX*]\s?10\s?(?:\^|\*\*)\s?(?P<e1>[-+]?\d+)|[eE](?P<e2>[-+]?\d+)(?!\w))")
+# Russian text writes the decimal point as a comma and groups thousands with spaces ("12 500,5")
+_NUM_CYRILLIC = re.compile(
+    r"(?<![\w.^])(?P<sign>[-+\u2013\u2014]\s?)?(?P<int>\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:[.,](?P<frac>\d+))?(?!\d)"
+)
+_SCI = re.compile(r"\s?(?:[×xX*·⋅]\s?10\s?(?:\^|\*\*|(?= ?[-+]?\d))\s?(?P<e1>[-+]?\d+)|[eE](?P<e2>[-+]?\d+)(?!\w))")
 _PM = re.compile(r"\s?(?:±|\+/-|\+-|\+/−)\s?(?P<int>\d+)(?:\.(?P<frac>\d+))?")
 _APPROX = re.compile(r"(?:~|≈|∼|\b(?:about|approximately|approx\.|around|ca\.|c\.|circa|roughly|nearly|almost|some))\s*$",
                      re.I)
@@ -171,13 +275,60 @@ _BOUND_SYMBOL = {"up to": "≤", "at most": "≤", "less than": "<", "under": "<
 _RANGE_JOIN = re.compile(r"^\s*(?:-|–|—|to|and|or|,)\s*$")
 
 
+_MONTHS = {name: k + 1 for k, names in enumerate([
+    ("january", "jan", "января", "январь"), ("february", "feb", "февраля", "февраль"),
+    ("march", "mar", "марта", "март"), ("april", "apr", "апреля", "апрель"), ("may", "мая", "май"),
+    ("june", "jun", "июня", "июнь"), ("july", "jul", "июля", "июль"),
+    ("august", "aug", "августа", "август"), ("september", "sep", "sept", "сентября", "сентябрь"),
+    ("october", "oct", "октября", "октябрь"), ("november", "nov", "ноября", "ноябрь"),
+    ("december", "dec", "декабря", "декабрь")]) for name in names}
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DATE = re.compile(
+    rf"(?<!\w)(?:(?P<m1>{_MONTH})\.? (?P<d1>\d{{1,2}})(?:st|nd|rd|th)?(?:,? (?P<y1>\d{{4}}))?"
+    rf"|(?P<d2>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m2>{_MONTH})\.?(?:,? (?P<y2>\d{{4}}))?)(?![\w-])",
+    re.I)
+# "δ 13 C" names an isotope ratio; the 13 is not a quantity
+_ISOTOPE = re.compile(r"δ ?\d{1,2} ?(?:C|N|O|S|H|Sr|Nd|Pb|Fe)\b", re.I)
+# a signed digit after a unit word is its detached exponent ("m yr -1"), not a number
+_EXPONENT_AFTER_UNIT = re.compile(rf"(?<!\w)(?:{_PLAIN}|{_PREFIX}?{_PREFIXABLE}|{_CYR}) $")
+_SQUARE_AFTER_LENGTH = re.compile(r"(?<!\w)(?:k?m|cm|mm|dm|км|м|см|мм) $")
+
+
+def _dates(prepared: str) -> list[Number]:
+    """Calendar dates as numbers: a date with a year is its day ordinal (unit ``date``); a day and
+    month alone are a day of the year (unit ``day of year``) — the two never compare."""
+    out: list[Number] = []
+    for m in _DATE.finditer(prepared):
+        month = _MONTHS[(m.group("m1") or m.group("m2")).casefold()]
+        day = int(m.group("d1") or m.group("d2"))
+        year = m.group("y1") or m.group("y2")
+        try:
+            if year:
+                value, unit = float(date(int(year), month, day).toordinal()), "date"
+            else:
+                value, unit = float(date(2001, month, day).timetuple().tm_yday), "day of year"
+        except ValueError:
+            continue  # "February 30" is not a date; its digits stay numbers
+        out.append(Number(value=value, decimals=0, scale=1.0, unit=unit, start=m.start(), end=m.end()))
+    return out
+
+
 @lru_cache(maxsize=4096)
 def _parse_cached(text: str) -> tuple[Number, ...]:
     prepared = prepare_text(text)
-    found: list[Number] = []
+    dates = _dates(prepared)
+    skipped = [(d.start, d.end) for d in dates] + [(m.start(), m.end()) for m in _ISOTOPE.finditer(prepared)]
+    found: list[Number] = list(dates)
     consumed_until = -1
-    for m in _NUM.finditer(prepared):
-        if m.start() < consumed_until:
+    scanner = _NUM_CYRILLIC if _CYRILLIC.search(prepared) else _NUM
+    for m in scanner.finditer(prepared):
+        int_text = m.group("int") or m.group("zero")
+        if m.start() < consumed_until or any(a <= m.start() < b for a, b in skipped):
+            continue
+        if len(int_text) == 1 and not m.group("frac") and (
+                (m.group("sign") and _EXPONENT_AFTER_UNIT.search(prepared, 0, m.start()))
+                or (int_text in "23" and not m.group("sign")
+                    and _SQUARE_AFTER_LENGTH.search(prepared, 0, m.start()))):
             continue
         sign = 1.0
         sign_text = m.group("sign")
@@ -188,8 +339,8 @@ def _parse_cached(text: str) -> tuple[Number, ...]:
                 sign_text = None
             elif sign_text.strip() in "-\u2013\u2014":
                 sign = -1.0
-        digits = m.group("int").replace(",", "")
-        frac = m.group("frac") or ""
+        digits = re.sub(r"[, ]", "", int_text)
+        frac = m.group("frac") or (m.groupdict().get("zfrac") or "")
         value = float(f"{digits}.{frac}" if frac else digits) * sign
         end = m.end()
         scale = 1.0
@@ -222,7 +373,7 @@ def _parse_cached(text: str) -> tuple[Number, ...]:
                             bound=bound, plusminus=plusminus, start=m.start(),
                             end=final_end))
     # a range or pair shares its unit: "110–112°E", "between 1.2 and 3.4 m"
-    out = list(found)
+    out = sorted(found, key=lambda n: n.start)
     for k in range(len(out) - 2, -1, -1):
         a, b = out[k], out[k + 1]
         if a.unit is None and b.unit is not None and _RANGE_JOIN.match(prepared[a.end:b.start]):
@@ -272,6 +423,9 @@ def _pint_expr(unit: str) -> str | None:
             exp = int(exp_s) if exp_s else 1
             if base in _LABELS:
                 return None
+            if base.startswith("{"):
+                factors.append(f"({_qualifier_unit(base)})**{exp * sign}")
+                continue
             name = _BASE_NAMES.get(base)
             if name is None:
                 name = base.replace("µ", "u")
@@ -281,6 +435,19 @@ def _pint_expr(unit: str) -> str | None:
                 name = "delta_" + name  # °C per decade is a rate of a difference
             factors.append(f"({name})**{exp * sign}")
     return "*".join(factors) if factors else "dimensionless"
+
+
+@lru_cache(maxsize=256)
+def _qualifier_unit(token: str) -> str:
+    """A pint unit of its own dimension for a qualifier token, so ``Tg{C}`` converts into
+    ``Pg{C}`` but never into ``Tg`` or ``Tg{N}``."""
+    import hashlib
+
+    name = "q_" + hashlib.sha1(token.encode()).hexdigest()[:12]
+    ureg = _registry()
+    if name not in ureg:
+        ureg.define(f"{name} = [{name}]")
+    return name
 
 
 @lru_cache(maxsize=1024)
