@@ -261,14 +261,18 @@ def test_recheck_flags_leaks_and_tolerance(tmp_path: Path) -> None:
     clean = make_item(3)
     out = export([leaky, close, clean], tmp_path / "rel")
     report = validate_release(out, recheck=True)
-    assert report.ok and report.recheck is not None, report.recheck_unavailable
-    flagged = {(f.item_id, f.option_rank, f.rule_id) for f in report.recheck}
-    assert (leaky.item_id, None, "question.answer_leak") in flagged
-    assert not any(item_id == clean.item_id for item_id, _, _ in flagged)
+    assert report.recheck is not None, report.recheck_unavailable
+    assert not report.ok and not report.errors  # the schema is fine; the recheck errors make it invalid
+    flagged = {(f.item_id, f.option_rank, f.rule_id, f.severity) for f in report.recheck}
+    assert (leaky.item_id, None, "question.answer_leak", "error") in flagged
+    assert not any(item_id == clean.item_id for item_id, _, _, _ in flagged)
     result = runner.invoke(app, ["validate-release", str(out), "--recheck", "--json"])
-    assert result.exit_code == 0, result.output
-    records = [json.loads(line) for line in result.output.splitlines() if line.strip()]
-    assert {"item_id": leaky.item_id, "option_rank": None, "rule_id": "question.answer_leak"}.items() <= records[0].items()
+    assert result.exit_code == 2, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
+    assert {"item_id": leaky.item_id, "option_rank": None, "rule_id": "question.answer_leak",
+            "severity": "error"}.items() <= records[0].items()
+    assert all(r.get("severity") in ("error", "warning") for r in records if "cue_audit" not in r)
+    assert {r["cue_audit"]["strategy"] for r in records if "cue_audit" in r} >= {"middle numeric value", "longest option"}
 
 
 def test_copy_of_release_elsewhere_still_validates(release: Path, tmp_path: Path) -> None:

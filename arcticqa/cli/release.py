@@ -68,6 +68,8 @@ def validate_release_cmd(
             console.print_json(json.dumps(issue.model_dump()), indent=None)
         for flag in report.recheck or []:
             console.print_json(json.dumps(flag.model_dump()), indent=None)
+        for cue in report.cues or []:
+            console.print_json(json.dumps({"cue_audit": cue}), indent=None)
     else:
         counts = ", ".join(f"{v} {k}" for k, v in report.counts.items())
         console.print(f"{release_dir}: {counts or 'nothing read'}", highlight=False, soft_wrap=True)
@@ -75,9 +77,17 @@ def validate_release_cmd(
             console.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
         if report.recheck is not None:
             rc = report.recheck_counts()
-            console.print(f"recheck: {len(report.recheck)} flag(s)", highlight=False)
+            n_errors = len(report.recheck_errors)
+            console.print(f"recheck: {len(report.recheck)} flag(s): {n_errors} error(s), "
+                          f"{len(report.recheck) - n_errors} warning(s)", highlight=False)
             for rule_id, n in rc.items():
                 console.print(f"  {rule_id}: {n}", highlight=False)
+            if report.cues:
+                from arcticqa.release.cues import CueResult, cue_table
+
+                console.print("option-set cue audit (answer-present condition):", highlight=False)
+                console.print(cue_table([CueResult(**{k: v for k, v in c.items() if k != "severity"})
+                                         for c in report.cues]), highlight=False, markup=False, soft_wrap=True)
     for e in report.errors[:_MAX_PRINTED]:
         err_console.print(str(e), highlight=False, markup=False, soft_wrap=True)
     if report.ok and not as_json:

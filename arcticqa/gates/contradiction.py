@@ -22,12 +22,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from arcticqa.gates.direction import direction_terms, is_direction_reversal
+from arcticqa.gates.direction import direction_terms, terms_reverse
 from arcticqa.gates.numbers import Number, comparable, parse_numbers, prepare_text, values_agree
 from arcticqa.gates.text import contains_phrase, split_sentences, strip_parenthetical
 
 __all__ = ["Contradiction", "ContradictionRule", "contradiction", "evidence_supports_value",
-           "closed_set_sentence", "set_members"]
+           "closed_set_sentence", "set_members", "set_counts"]
 
 ContradictionRule = Literal["numeric_outside_tolerance", "direction_reversal", "closed_set"]
 
@@ -52,12 +52,47 @@ def _sentence_at(text: str, pos: int) -> str:
     return " ".join(text.split())[:400]
 
 
-def _differing_pair(answer: str, option: str) -> tuple[Number, Number] | None:
-    """The one number where option and answer differ (all others agree), or None."""
+_COUNTED = re.compile(r"\(?\s*[-+]?\d[\d.,]*\s*(?:[^\W\d_]+\s*)?\)?")
+
+
+def set_counts(text: str) -> dict[str, str] | None:
+    """A listed answer as {entity: its count text} ("Diatoms (28 species), Ochrophyta (2 species)"),
+    or None when ``text`` is not a list whose every member holds exactly one number."""
+    members = set_members(text)
+    if len(members) < 2:
+        return None
+    out: dict[str, str] = {}
+    for member in members:
+        numbers = parse_numbers(member)
+        if len(numbers) != 1:
+            return None
+        entity = " ".join(_COUNTED.sub(" ", re.sub(r"\((?=[^()]*\d)[^()]*\)", " ", member)).split()).casefold()
+        if not entity or entity in out:
+            return None
+        out[entity] = member
+    return out
+
+
+def _number_pairs(answer: str, option: str) -> list[tuple[Number, Number]] | None:
+    """Answer and option numbers paired: by entity for lists of (entity, count), else in order.
+    None when they cannot be paired (other counts, or lists naming other entities)."""
+    sa, so = set_counts(answer), set_counts(option)
+    if sa is not None and so is not None:
+        if set(sa) != set(so):
+            return None  # other members: a closed-set question, not a numeric one
+        return [(parse_numbers(sa[k])[0], parse_numbers(so[k])[0]) for k in sorted(sa)]
     na, no = parse_numbers(answer), parse_numbers(option)
     if not na or len(na) != len(no):
         return None
-    differing = [(a, o) for a, o in zip(na, no, strict=True) if values_agree(a, o) is not True]
+    return list(zip(na, no, strict=True))
+
+
+def _differing_pair(answer: str, option: str) -> tuple[Number, Number] | None:
+    """The one number where option and answer differ (all others agree), or None."""
+    pairs = _number_pairs(answer, option)
+    if pairs is None:
+        return None
+    differing = [(a, o) for a, o in pairs if values_agree(a, o) is not True]
     if len(differing) != 1:
         return None
     return differing[0]
@@ -111,21 +146,29 @@ def _numeric(option: str, evidence_text: str, answer: str) -> Contradiction | No
 
 
 def _direction(option: str, evidence_text: str, answer: str) -> Contradiction | None:
-    if is_direction_reversal(answer, option) is not True:
-        return None
     answer_terms = direction_terms(answer)
+    if not answer_terms and parse_numbers(answer):
+        # "60%" answering "what percentage increase": the option "a decrease of 60%" carries the
+        # answer's number, so the direction it states is what the evidence must settle
+        pairs = _number_pairs(answer, option)
+        if pairs and all(values_agree(a, o) is True for a, o in pairs):
+            answer_terms = direction_terms(evidence_text)
     option_terms = direction_terms(option)
-    axes = {t.axis for t in answer_terms} & {t.axis for t in option_terms}
+    if terms_reverse(answer_terms, option_terms) is not True:
+        return None
     evidence_terms = direction_terms(evidence_text)
-    for axis in sorted(axes):
-        want = next(t.polarity for t in answer_terms if t.axis == axis)
+    for axis in sorted({t.axis for t in answer_terms} & {t.axis for t in option_terms}):
+        want = {t.polarity for t in answer_terms if t.axis == axis}
+        got = {t.polarity for t in option_terms if t.axis == axis}
+        if len(want) != 1 or len(got) != 1 or want == got:
+            continue  # only an axis the option cleanly reverses can prove it false
         stated = {t.polarity for t in evidence_terms if t.axis == axis}
-        if stated == {want}:
+        if stated == want:
             word = next(t.word for t in evidence_terms if t.axis == axis)
             pos = evidence_text.casefold().find(word)
             return Contradiction(rule="direction_reversal",
                                  evidence=_sentence_at(evidence_text, max(pos, 0)),
-                                 detail={"axis": axis, "answer_polarity": want,
+                                 detail={"axis": axis, "answer_polarity": next(iter(want)),
                                          "evidence_word": word,
                                          "option_words": [t.word for t in option_terms if t.axis == axis]})
     return None

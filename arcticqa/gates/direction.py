@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from arcticqa.gates.text import words
 
-__all__ = ["DirectionTerm", "DIRECTION_AXES", "direction_terms", "is_direction_reversal", "antonyms"]
+__all__ = ["DirectionTerm", "DIRECTION_AXES", "RUSSIAN_STEMS", "direction_terms", "is_direction_reversal", "antonyms",
+           "terms_reverse"]
 
 
 def _forms(*stems: str) -> list[str]:
@@ -33,10 +34,11 @@ def _forms(*stems: str) -> list[str]:
 #: axis -> (words of polarity +1, words of polarity -1)
 DIRECTION_AXES: dict[str, tuple[list[str], list[str]]] = {
     "change": (_forms("increase", "rise", "grow") + ["rose", "risen", "grew", "grown", "growth",
-                                                      "upward", "upwards", "enhancement", "enhanced"],
+                                                      "upward", "upwards", "enhancement", "enhanced",
+                                                      "doubled", "tripled", "quadrupled"],
                _forms("decrease", "decline", "reduce", "drop", "diminish", "fall")
                + ["reduction", "reductions", "fell", "fallen", "downward", "downwards", "dropped",
-                  "dropping", "lessened", "decay"]),
+                  "dropping", "lessened", "decay", "halved"]),
     "comparison": (["higher", "greater", "larger", "more", "bigger", "highest", "greatest",
                     "largest", "most", "above", "exceeded", "exceeds"],
                    ["lower", "smaller", "less", "fewer", "lesser", "lowest", "smallest", "least",
@@ -80,6 +82,19 @@ DIRECTION_AXES: dict[str, tuple[list[str], list[str]]] = {
 }
 
 
+#: Russian direction words by stem (Russian inflects too much for a list of forms): stem -> (axis, polarity).
+#: Several published v1 items are Russian ("на 0,01–0,04 … больше" against "… меньше").
+RUSSIAN_STEMS: dict[str, tuple[str, int]] = {
+    "увелич": ("change", +1), "уменьш": ("change", -1), "рост": ("change", +1), "вырос": ("change", +1),
+    "возрос": ("change", +1), "сниж": ("change", -1), "сниз": ("change", -1), "сокращ": ("change", -1),
+    "повыш": ("change", +1), "пониж": ("change", -1), "потепл": ("temperature", +1),
+    "похолод": ("temperature", -1), "теплее": ("temperature", +1), "холоднее": ("temperature", -1),
+    "больше": ("comparison", +1), "меньше": ("comparison", -1), "выше": ("comparison", +1),
+    "ниже": ("comparison", -1), "более": ("comparison", +1), "менее": ("comparison", -1),
+    "раньше": ("timing", +1), "позже": ("timing", -1), "позднее": ("timing", -1),
+}
+
+
 @dataclass(frozen=True)
 class DirectionTerm:
     word: str
@@ -94,7 +109,17 @@ for _axis, (_pos, _neg) in DIRECTION_AXES.items():
     for _w in _neg:
         _INDEX.setdefault(_w, DirectionTerm(_w, _axis, -1))
 
-_NEGATORS = {"not", "no", "never", "without", "neither", "nor"}
+_NEGATORS = {"not", "no", "never", "without", "neither", "nor", "не", "нет", "без"}
+
+
+def _lookup(token: str) -> DirectionTerm | None:
+    term = _INDEX.get(token)
+    if term is not None or not token[:1] or not ("\u0400" <= token[0] <= "\u04ff"):
+        return term
+    for stem, (axis, polarity) in RUSSIAN_STEMS.items():
+        if token.startswith(stem):
+            return DirectionTerm(token, axis, polarity)
+    return None
 
 
 def direction_terms(text: str) -> list[DirectionTerm]:
@@ -102,7 +127,7 @@ def direction_terms(text: str) -> list[DirectionTerm]:
     toks = words(text)
     out: list[DirectionTerm] = []
     for i, tok in enumerate(toks):
-        term = _INDEX.get(tok)
+        term = _lookup(tok)
         if term is None:
             continue
         if i > 0 and toks[i - 1] in _NEGATORS:
@@ -121,22 +146,28 @@ def antonyms(word: str) -> list[str]:
 
 
 def is_direction_reversal(answer: str, option: str) -> bool | None:
-    """Whether ``option`` states the opposite direction of ``answer`` on the same axis.
+    """Whether ``option`` states the opposite direction of ``answer`` on a shared axis.
 
-    None when not comparable: one side has no direction word, or they share no axis. False when
-    they share an axis with the same polarity (or the option hedges with both polarities).
+    True when some shared axis has one polarity on each side and they differ. False when every
+    shared axis has the same single polarity on both sides. None when not comparable: one side
+    has no direction word, they share no axis, or a side states both polarities ("increased
+    then decreased").
     """
-    ta, to = direction_terms(answer), direction_terms(option)
+    return terms_reverse(direction_terms(answer), direction_terms(option))
+
+
+def terms_reverse(ta: list[DirectionTerm], to: list[DirectionTerm]) -> bool | None:
+    """:func:`is_direction_reversal` on direction terms already read."""
     if not ta or not to:
         return None
     shared = {t.axis for t in ta} & {t.axis for t in to}
-    if not shared:
-        return None
+    clean_same = 0
     for axis in shared:
         pa = {t.polarity for t in ta if t.axis == axis}
         po = {t.polarity for t in to if t.axis == axis}
         if len(pa) != 1 or len(po) != 1:
-            return False  # "increased then decreased": not a clean reversal
-        if pa == po:
-            return False
-    return True
+            continue  # "decreased in May, increased in November": no clean direction on this axis
+        if pa != po:
+            return True  # "started later and exceeded the rise" reverses "started earlier and …"
+        clean_same += 1
+    return False if shared and clean_same == len(shared) else None

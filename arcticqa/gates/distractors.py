@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from arcticqa.gates.direction import is_direction_reversal
+from arcticqa.gates.contradiction import set_counts
+from arcticqa.gates.direction import direction_terms, is_direction_reversal
 from arcticqa.gates.numbers import comparable, numeric_within_tolerance, parse_numbers, values_agree
 from arcticqa.gates.text import (
     STOPWORDS,
@@ -30,6 +31,7 @@ __all__ = [
     "COMPOUND",
     "FORMAT_MISMATCH",
     "options_equivalent",
+    "format_signature",
     "check_distractor",
     "prefilter_distractors",
 ]
@@ -100,6 +102,11 @@ def _compound_count(text: str) -> int:
     return len(_COMPOUND.findall(re.sub(r"\([^()]*\)", " ", text.casefold())))
 
 
+def format_signature(text: str) -> tuple[tuple[str, int], ...]:
+    """What a reader sees of an option's number format: each number's unit and decimals."""
+    return tuple((n.unit or "", n.decimals) for n in parse_numbers(text))
+
+
 def _format_problem(answer: str, option: str) -> str | None:
     na, no = parse_numbers(answer), parse_numbers(option)
     if na and len(no) != len(na):
@@ -119,16 +126,29 @@ def _format_problem(answer: str, option: str) -> str | None:
     return None
 
 
-def check_distractor(answer: str, option: str, earlier: Sequence[str] = ()) -> Rejection | None:
-    """The first free gate ``option`` fails, given the answer and the options kept before it."""
+def _other_members(answer: str, option: str) -> bool:
+    """Both are lists of (entity, count) and the option names other entities."""
+    sa, so = set_counts(answer), set_counts(option)
+    return sa is not None and so is not None and set(sa) != set(so)
+
+
+def check_distractor(answer: str, option: str, earlier: Sequence[str] = (), *,
+                     question: str = "") -> Rejection | None:
+    """The first free gate ``option`` fails, given the answer and the options kept before it.
+
+    ``question`` lends its direction word to an answer that has none ("what percentage
+    increase …" / "60%"), so "a decrease of 60%" is judged as a direction distractor.
+    """
     if not option.strip():
         return FORMAT_MISMATCH.reject("the option is empty", option=option)
     if _ALL_NONE.search(option.casefold()):
         return ALL_NONE_OF_ABOVE.reject(option=option)
     if options_equivalent(answer, option):
         return EQUALS_ANSWER.reject(option=option, answer=answer)
-    reversed_direction = is_direction_reversal(answer, option) is True
-    if not reversed_direction and numeric_within_tolerance(answer, option) is True:
+    reversed_direction = is_direction_reversal(answer, option) is True or bool(
+        question and not direction_terms(answer) and is_direction_reversal(question, option) is True)
+    if (not reversed_direction and numeric_within_tolerance(answer, option) is True
+            and not _other_members(answer, option)):
         return WITHIN_TOLERANCE.reject(option=option, answer=answer)
     for prior in earlier:
         if options_equivalent(prior, option):

@@ -19,6 +19,13 @@ Gates used (all from the :mod:`arcticqa.gates` package API):
 - ``contradiction(option, evidence_text, answer, answer_type) -> Contradiction | None`` (only
   when the release includes evidence text: a ``deterministic-contradiction`` label that no rule
   reproduces is flagged)
+
+Every finding carries a severity (:data:`SEVERITY`): ``error`` when the item is wrong (a leak, a
+question that is not standalone, an option equal to or within tolerance of the answer, a
+duplicate at precision, an answer that is the odd one out in format, a cue that beats chance) —
+errors make the release invalid; ``warning`` for advice (a format difference that does not single
+out the answer, a published label our rules cannot reproduce). The option-set cue audit
+(:mod:`arcticqa.release.cues`) runs on the answer-present condition of every item.
 """
 
 from __future__ import annotations
@@ -31,13 +38,27 @@ from arcticqa.release.models import ReleaseItem
 from arcticqa.release.validate import RecheckFlag, ValidationReport
 from arcticqa.rules import rule
 
-__all__ = ["GATES", "recheck_items"]
+__all__ = ["GATES", "SEVERITY", "recheck_items", "answer_format_odd"]
 
 R_NOT_REVERSAL = rule("recheck.direction_not_reversal",
                       "A direction distractor does not reverse the gold answer's direction")
 R_NOT_REPRODUCED = rule("recheck.contradiction_not_reproduced",
                         "A distractor labelled deterministic-contradiction is not proved false by "
                         "any contradiction rule against the released evidence")
+R_ANSWER_FORMAT_ODD = rule("recheck.answer_format_odd",
+                           "The gold answer is the only option with (or without) decimals, a unit, "
+                           "or its count of numbers: its format gives it away")
+R_CUE = rule("recheck.cue_beats_chance",
+             "A cue-only strategy (no question read) beats chance on the answer-present options")
+
+#: rule id (or prefix ending in ".") -> severity; anything not listed is an error
+SEVERITY: dict[str, str] = {
+    "distractor.format_mismatch": "warning",
+    "distractor.compound": "warning",
+    "distractor.negation_only": "warning",
+    R_NOT_REVERSAL.id: "warning",
+    R_NOT_REPRODUCED.id: "warning",
+}
 
 #: the names the recheck needs from :mod:`arcticqa.gates`
 GATES: tuple[str, ...] = ("answer_leak", "not_standalone", "check_distractor",
@@ -58,9 +79,31 @@ def _is_direction(kind: str) -> bool:
     return "direction" in kind.lower()
 
 
+def answer_format_odd(answer: str, distractors: list[str]) -> str | None:
+    """Why the answer's number format singles it out among the options, or None."""
+    from arcticqa.gates.numbers import parse_numbers
+
+    features = {
+        "decimals": lambda t: any(n.decimals > 0 for n in parse_numbers(t)),
+        "a unit": lambda t: any(n.unit for n in parse_numbers(t)),
+        "numbers": lambda t: len(parse_numbers(t)),
+    }
+    if not distractors or not any(parse_numbers(t) for t in [answer, *distractors]):
+        return None
+    for name, feature in features.items():
+        mine = feature(answer)
+        if all(feature(d) != mine for d in distractors) and len({feature(d) for d in distractors}) == 1:
+            if name == "numbers":
+                return f"the answer has {mine} number(s), every other option {feature(distractors[0])}"
+            return f"the answer is the only option {'with' if mine else 'without'} {name}"
+    return None
+
+
 def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
     """Run every deterministic gate on ``items``; store flags in ``report.recheck``."""
     gates, problem = _load()
+    if problem is None:
+        from arcticqa.release.cues import audit_cues
     if problem is not None:
         report.recheck_unavailable = problem
         report.recheck = None
@@ -68,8 +111,11 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
     flags: list[RecheckFlag] = []
 
     def flag(item: ReleaseItem, rank: int | None, rule_id: str, message: str) -> None:
+        severity = SEVERITY.get(rule_id, "error")
         flags.append(RecheckFlag(item_id=item.item_id, option_rank=rank, rule_id=rule_id,
-                                 message=message))
+                                 message=message, severity="warning" if severity == "warning" else "error"))
+
+    cue_items: list[tuple[str, list[str], int]] = []
 
     for item in sorted(items, key=lambda i: i.item_id):
         for rej in (gates["answer_leak"](item.question, item.question_context, item.gold_answer),
@@ -81,7 +127,7 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
             evidence = "\n".join(e.text or "" for e in item.evidence)
         earlier: list[str] = []
         for d in sorted(item.distractors, key=lambda d: d.rank):
-            rej = gates["check_distractor"](item.gold_answer, d.text, earlier)
+            rej = gates["check_distractor"](item.gold_answer, d.text, earlier, question=item.question)
             earlier.append(d.text)
             if rej is not None:
                 flag(item, d.rank, rej.rule_id, f"{d.text!r}: {rej.message}")
@@ -95,4 +141,18 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
                 if gates["contradiction"](d.text, evidence, item.gold_answer, answer_type) is None:
                     flag(item, d.rank, R_NOT_REPRODUCED.id,
                          f"no contradiction rule proves {d.text!r} false against the evidence")
+        texts = [d.text for d in sorted(item.distractors, key=lambda d: d.rank)]
+        odd = answer_format_odd(item.gold_answer, texts)
+        if odd:
+            flag(item, None, R_ANSWER_FORMAT_ODD.id, f"{item.gold_answer!r}: {odd}")
+        present = [d.text for d in item.distractors if d.text != item.answer_present_drops]
+        cue_items.append((item.question, [item.gold_answer, *present], 0))
+    cues = audit_cues(cue_items)
+    for cue in cues:
+        if cue.severity is not None:
+            flags.append(RecheckFlag(
+                item_id="(release)", rule_id=R_CUE.id, severity="error" if cue.severity == "error" else "warning",
+                message=(f"'{cue.strategy}' scores {cue.accuracy:.1%} (95% CI {cue.ci_low:.1%}–{cue.ci_high:.1%}) "
+                         f"against chance {cue.chance:.1%} on {cue.items} items")))
+    report.cues = [{**c.model_dump(), "severity": c.severity} for c in cues]
     report.recheck = flags

@@ -83,10 +83,12 @@ class Issue(BaseModel):
 class RecheckFlag(BaseModel):
     """One item or option that a deterministic gate flags when re-run on the release."""
 
-    item_id: str
+    item_id: str = Field(description="the item, or '(release)' for a finding about the whole release")
     option_rank: int | None = Field(default=None, description="None for the question or gold answer")
     rule_id: str
     message: str
+    severity: Literal["error", "warning"] = Field(
+        default="error", description="error: the item (or release) is wrong; warning: advice")
 
 
 class ValidationReport(BaseModel):
@@ -97,10 +99,16 @@ class ValidationReport(BaseModel):
     truncated: bool = False
     recheck: list[RecheckFlag] | None = None
     recheck_unavailable: str | None = None
+    #: the option-set cue audit of ``--recheck`` (one record per strategy), None without it
+    cues: list[dict[str, Any]] | None = None
+
+    @property
+    def recheck_errors(self) -> list[RecheckFlag]:
+        return [f for f in self.recheck or [] if f.severity == "error"]
 
     @property
     def ok(self) -> bool:
-        return not self.errors
+        return not self.errors and not self.recheck_errors
 
     def error_counts(self) -> dict[str, int]:
         return dict(sorted(Counter(i.rule_id for i in self.errors).items()))
@@ -109,6 +117,11 @@ class ValidationReport(BaseModel):
         return dict(sorted(Counter(f.rule_id for f in self.recheck or []).items()))
 
     def raise_for_errors(self) -> None:
+        if not self.errors and self.recheck_errors:
+            flag = self.recheck_errors[0]
+            raise InputError(f"--recheck found {len(self.recheck_errors)} error(s); first: item {flag.item_id}"
+                             f"{'' if flag.option_rank is None else f' option {flag.option_rank}'}: "
+                             f"{flag.message} [{flag.rule_id}]", path=self.release_dir)
         if self.errors:
             first = self.errors[0]
             more = len(self.errors) - 1
