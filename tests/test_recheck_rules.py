@@ -11,8 +11,10 @@ from typer.testing import CliRunner
 
 from arcticqa.cli import app
 from arcticqa.gates import check_distractor, contradiction, is_direction_reversal
+from arcticqa.gates.distractors import balance_answer_rank
 from arcticqa.release.cues import CUE_MIN_ITEMS, audit_cues, wilson_interval
 from arcticqa.release.recheck import answer_format_odd
+from tests.release_factories import export, make_item
 
 runner = CliRunner()
 
@@ -113,3 +115,26 @@ def test_recheck_on_the_published_release(arcticqa_v1: Path) -> None:
     assert format_flags and all(r["severity"] == "warning" for r in format_flags)
     cues = [r["cue_audit"] for r in records if "cue_audit" in r]
     assert {c["strategy"] for c in cues} >= {"middle numeric value", "odd format"}
+
+
+def test_numeric_distractors_spread_the_answers_rank() -> None:
+    candidates = ["9", "27", "36", "14", "13", "24", "30", "5"]  # writer order, both sides of 18
+    seen = []
+    for key in range(200):
+        order = balance_answer_rank("18", candidates, f"item-{key}")
+        assert sorted(order) == list(range(len(candidates)))  # a reordering, nothing lost
+        first = [float(candidates[i]) for i in order[:4]]
+        seen.append(sum(v < 18 for v in first))
+    assert balance_answer_rank("18", candidates, "item-7") == balance_answer_rank("18", candidates, "item-7")
+    counts = [seen.count(k) for k in range(5)]
+    assert all(25 <= c <= 55 for c in counts), counts  # about 40 each of 0..4 below the answer
+    # one side too short: clamped to what exists; no numbers: the writer's order stands
+    clamped = balance_answer_rank("18", ["27", "36", "30", "24", "9"], "k")
+    assert sum(float(["27", "36", "30", "24", "9"][i]) < 18 for i in clamped[:4]) <= 1
+    assert balance_answer_rank("Cassiope", ["Silene", "Dryas"], "k") == [0, 1]
+
+
+def test_release_card_carries_the_cue_audit(tmp_path: Path) -> None:
+    out = export([make_item(n) for n in range(1, 4)], tmp_path / "rel")
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "### Option-set cue audit" in card and "| middle numeric value |" in card

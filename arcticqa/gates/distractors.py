@@ -32,6 +32,7 @@ __all__ = [
     "FORMAT_MISMATCH",
     "options_equivalent",
     "format_signature",
+    "balance_answer_rank",
     "check_distractor",
     "prefilter_distractors",
 ]
@@ -161,6 +162,42 @@ def check_distractor(answer: str, option: str, earlier: Sequence[str] = (), *,
     if problem:
         return FORMAT_MISMATCH.reject(problem, option=option, answer=answer)
     return None
+
+
+def balance_answer_rank(answer: str, options: Sequence[str], key: str, need: int = 4) -> list[int]:
+    """An order of ``options`` (indices) whose first ``need`` numeric options put the answer at a
+    seeded, uniformly drawn rank among them.
+
+    Writers (models and the offline provider alike) like to bracket the answer — half and double,
+    ×0.75 and ×1.5 — which makes "pick the middle value" a winning strategy without reading the
+    question. The number of options below the answer is drawn uniformly from 0..need (seeded by
+    ``key``, so a rerun picks the same), clamped to what the candidates allow; candidates keep
+    their relative (writer) order on each side. Options not comparable with the answer follow.
+    Since the answer-present condition then drops one of the ``need`` at random, the answer's rank
+    there is uniform too.
+    """
+    import hashlib
+    import random
+
+    order = list(range(len(options)))
+    numbers = parse_numbers(answer)
+    if not numbers:
+        return order
+    below: list[int] = []
+    above: list[int] = []
+    for i, option in enumerate(options):
+        found = parse_numbers(option)
+        cmp = comparable(numbers[0], found[0]) if found else None
+        if cmp is None or cmp[0] == cmp[1]:
+            continue
+        (below if cmp[1] < cmp[0] else above).append(i)
+    if len(below) + len(above) < need:
+        return order  # too few numeric candidates to choose from: the writer's order stands
+    rng = random.Random(int(hashlib.sha256(f"answer-rank:{key}".encode()).hexdigest()[:16], 16))
+    k = rng.randint(0, need)
+    k = max(min(k, len(below)), need - len(above))
+    head = sorted(below[:k] + above[:need - k])
+    return head + [i for i in order if i not in head]
 
 
 def prefilter_distractors(answer: str, candidates: Sequence[str]) -> tuple[list[str], list[Rejection]]:

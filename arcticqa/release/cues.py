@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -20,8 +21,11 @@ from arcticqa.gates.distractors import format_signature
 from arcticqa.gates.numbers import Number, comparable, parse_numbers
 from arcticqa.gates.text import content_words
 
+if TYPE_CHECKING:
+    from arcticqa.release.models import ReleaseItem
+
 __all__ = ["CueResult", "CUE_MARGIN", "CUE_MIN_ITEMS", "STRATEGIES", "audit_cues", "wilson_interval",
-           "cue_table"]
+           "cue_table", "answer_present_sets", "audit_release"]
 
 #: a cue beating chance by more than this (accuracy points) is an error …
 CUE_MARGIN = 0.10
@@ -152,6 +156,20 @@ def audit_cues(items: Sequence[tuple[str, Sequence[str], int]]) -> list[CueResul
         results.append(CueResult(strategy=name, items=n, accuracy=hits / n if n else 0.0,
                                  chance=chance / n if n else 0.0, ci_low=low, ci_high=high))
     return results
+
+
+def answer_present_sets(items: Sequence[ReleaseItem]) -> list[tuple[str, list[str], int]]:
+    """``(question, options, 0)`` per item: the gold answer first, then the distractors the
+    answer-present condition keeps (all but ``answer_present_drops``)."""
+    return [(item.question,
+             [item.gold_answer, *(d.text for d in sorted(item.distractors, key=lambda d: d.rank)
+                                  if d.text != item.answer_present_drops)], 0)
+            for item in items]
+
+
+def audit_release(items: Sequence[ReleaseItem]) -> list[CueResult]:
+    """The cue audit of a release's answer-present condition."""
+    return audit_cues(answer_present_sets(items))
 
 
 def cue_table(results: Sequence[CueResult]) -> str:

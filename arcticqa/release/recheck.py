@@ -103,7 +103,7 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
     """Run every deterministic gate on ``items``; store flags in ``report.recheck``."""
     gates, problem = _load()
     if problem is None:
-        from arcticqa.release.cues import audit_cues
+        from arcticqa.release.cues import audit_release
     if problem is not None:
         report.recheck_unavailable = problem
         report.recheck = None
@@ -115,7 +115,6 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
         flags.append(RecheckFlag(item_id=item.item_id, option_rank=rank, rule_id=rule_id,
                                  message=message, severity="warning" if severity == "warning" else "error"))
 
-    cue_items: list[tuple[str, list[str], int]] = []
 
     for item in sorted(items, key=lambda i: i.item_id):
         for rej in (gates["answer_leak"](item.question, item.question_context, item.gold_answer),
@@ -145,9 +144,7 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
         odd = answer_format_odd(item.gold_answer, texts)
         if odd:
             flag(item, None, R_ANSWER_FORMAT_ODD.id, f"{item.gold_answer!r}: {odd}")
-        present = [d.text for d in item.distractors if d.text != item.answer_present_drops]
-        cue_items.append((item.question, [item.gold_answer, *present], 0))
-    cues = audit_cues(cue_items)
+    cues = audit_release(items)
     for cue in cues:
         if cue.severity is not None:
             flags.append(RecheckFlag(

@@ -20,6 +20,7 @@ from typing import Any
 
 from arcticqa.errors import ConfigError, InputError, StageError
 from arcticqa.release.conditions import build_conditions
+from arcticqa.release.cues import audit_release, cue_table
 from arcticqa.release.funnel import funnel_figure_bytes
 from arcticqa.release.jsonio import item_json, json_bytes, jsonl_bytes
 from arcticqa.release.models import (
@@ -49,8 +50,9 @@ def _md(value: Any) -> str:
 def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCounts,
                 roster: Mapping[str, list[str]], include_evidence: bool, dataset_license: str,
                 citation: str | None, code_version: str, config_hash: str,
-                policy_hashes: Mapping[str, str]) -> str:
-    """The dataset card (``README.md``) of a release."""
+                policy_hashes: Mapping[str, str], cue_audit: str = "") -> str:
+    """The dataset card (``README.md``) of a release (``cue_audit``: the Markdown table of
+    :func:`arcticqa.release.cues.cue_table`, empty to leave the section out)."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(loader=PackageLoader("arcticqa.release", "templates"),
@@ -60,7 +62,7 @@ def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCou
         release_id=release_id, counts=counts, funnel=funnel, roster=dict(sorted(roster.items())),
         include_evidence=include_evidence, dataset_license=dataset_license, citation=citation,
         code_version=code_version, config_hash=config_hash,
-        policy_hashes=dict(sorted(policy_hashes.items())))
+        policy_hashes=dict(sorted(policy_hashes.items())), cue_audit=cue_audit)
 
 
 def _prepare(items: list[ReleaseItem], *, include_evidence: bool,
@@ -179,7 +181,7 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
                 release_id=release_id, counts=counts, funnel=funnel, roster=roster,
                 include_evidence=include_evidence, dataset_license=dataset_license,
                 citation=citation, code_version=code_version, config_hash=config_hash,
-                policy_hashes=policy_hashes).encode("utf-8"),
+                policy_hashes=policy_hashes, cue_audit=cue_table(audit_release(kept))).encode("utf-8"),
         }
         for name, data in rest.items():
             (tmp / name).write_bytes(data)

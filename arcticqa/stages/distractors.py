@@ -1,6 +1,7 @@
 """Distractor writing: the ``distractor_writer`` role proposes 4–8 typed, ranked wrong options;
 the free prefilter (:mod:`arcticqa.gates.distractors`) drops the unusable ones before any
-option verifier call."""
+option verifier call, and numeric candidates are reordered so the answer's rank among the
+admitted values is spread evenly (seeded by the subject; :func:`balance_answer_rank`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from arcticqa.gates.distractors import prefilter_distractors
+from arcticqa.gates.distractors import balance_answer_rank, prefilter_distractors
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
 from arcticqa.stages.findings import Finding, Provenance, span_payload
@@ -17,7 +18,7 @@ from arcticqa.stages.question import QuestionDraft
 __all__ = ["DISTRACTOR_PROMPT", "DistractorType", "DistractorCandidate", "DistractorWriterOutput",
            "DistractorsResult", "write_distractors"]
 
-DISTRACTOR_PROMPT = "distractor_writer/v1"
+DISTRACTOR_PROMPT = "distractor_writer/v2"
 
 DistractorType = Literal["numeric", "direction", "category", "entity", "scope", "closed_set"]
 
@@ -60,5 +61,8 @@ async def write_distractors(finding: Finding, draft: QuestionDraft, llm: RoleCli
     _, rejections = prefilter_distractors(finding.answer, [c.text for c in candidates])
     dropped = {int(r.evidence["index"]) for r in rejections}
     kept = [i for i in range(len(candidates)) if i not in dropped]
+    # the option check admits in this order: spread the answer's rank among numeric options
+    balanced = balance_answer_rank(finding.answer, [candidates[i].text for i in kept], subject)
+    kept = [kept[j] for j in balanced]
     return DistractorsResult(subject=subject, candidates=candidates, kept=kept, rejections=rejections,
                              provenance=Provenance.of(reply))

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from arcticqa.gates.contradiction import contradiction, evidence_supports_value, set_members
 from arcticqa.gates.direction import antonyms, direction_terms
-from arcticqa.gates.distractors import check_distractor, options_equivalent
+from arcticqa.gates.distractors import balance_answer_rank, check_distractor, options_equivalent
 from arcticqa.gates.evidence import answer_in_evidence
 from arcticqa.gates.numbers import parse_numbers, prepare_text
 from arcticqa.gates.question import answer_leak, not_standalone, phrase_covered
@@ -706,6 +706,9 @@ def distractor_writer(variables: Mapping[str, Any], response_model: type[BaseMod
         kept = [g["text"] for g in good]
         ok = check_distractor(answer, cand["text"], kept) is None and _proved(cand["text"], answer, answer_type, spans)
         (good if ok else rest).append(cand)
+    # like a model asked for values on both sides: the best four put the answer at a seeded rank
+    good = [good[i] for i in balance_answer_rank(answer, [g["text"] for g in good],
+                                                 f"{variables.get('question', '')}|{answer}")]
     chosen = (good + rest)[:8]
     filler = 0
     while len(chosen) < 4:
