@@ -23,7 +23,15 @@ from arcticqa.rules import Rejection, rule
 
 __all__ = [
     "ANSWER_LEAK",
+    "ANSWER_DERIVABLE",
     "NOT_STANDALONE",
+    "RELATIVE_PERIOD",
+    "DEMONSTRATIVE",
+    "UNNUMBERED_POINTER",
+    "UNDEFINED_REFERENT",
+    "PAPER_LABEL",
+    "STANDARD_ACRONYMS",
+    "answer_derivable",
     "SCOPE_DROPPED",
     "LENGTH",
     "answer_leak",
@@ -41,6 +49,22 @@ NOT_STANDALONE = rule("question.not_standalone",
 SCOPE_DROPPED = rule("question.scope_dropped",
                      "a scope value the finding needs is missing from the question and context")
 LENGTH = rule("question.length", "the question or its context is outside the length bounds")
+RELATIVE_PERIOD = rule("question.relative_period",
+                       "the question dates itself relative to the paper ('over the past 20 years') "
+                       "without stating the years")
+DEMONSTRATIVE = rule("question.demonstrative",
+                     "'this'/'these' points at a place or study object nothing in the question or "
+                     "context names")
+UNNUMBERED_POINTER = rule("question.unnumbered_pointer",
+                          "the question points into the paper without a number ('the fourth column', "
+                          "'the supplementary material')")
+UNDEFINED_REFERENT = rule("question.undefined_referent",
+                          "a definite description ('the combined expeditions') that nothing in the "
+                          "question or context introduces")
+PAPER_LABEL = rule("question.paper_label",
+                   "a label that exists only inside the paper (a run name, an undefined acronym)")
+ANSWER_DERIVABLE = rule("question.answer_derivable",
+                        "the answer follows by arithmetic from numbers the question or context gives")
 
 
 def answer_variants(answer: str) -> list[str]:
@@ -85,6 +109,41 @@ def answer_leak(question: str, context: str, answer: str) -> Rejection | None:
                     return ANSWER_LEAK.reject(
                         f"the answer's number {number.value:g} appears in the {where}",
                         field=where, number=number.value, found=prepare_text(text)[other.start:other.end])
+    return answer_derivable(question, context, answer)
+
+
+def _quantities(text: str) -> list[Number]:
+    """The numbers of ``text`` that are quantities (not years, dates or counts of a range end)."""
+    return [n for n in parse_numbers(text) if not _is_year(n) and n.unit not in ("date", "day of year")]
+
+
+def answer_derivable(question: str, context: str, answer: str) -> Rejection | None:
+    """``question.answer_derivable`` when a ratio, difference or sum of two numbers the question
+    and context give equals the answer within the answer's own precision ("2 out of 72" for
+    2.8%). Only a single-number answer is tried; a percentage only against ratios."""
+    numbers = parse_numbers(answer)
+    if len(numbers) != 1 or _is_year(numbers[0]) or numbers[0].unit in ("date", "day of year"):
+        return None
+    target = numbers[0]
+    given = _quantities(f"{question}\n{context}")
+    if len(given) < 2 or len(given) > 12:
+        return None  # a paragraph of numbers makes some pair match by chance
+    percent = target.unit == "%"
+    for i, a in enumerate(given):
+        for b in given[i + 1:]:
+            if a.value == 0 or b.value == 0 or a.value == b.value:
+                continue  # "200 m … to 200 m": one quantity said twice, not a ratio
+            if percent:
+                candidates = [("ratio", 100 * min(a.value, b.value) / max(a.value, b.value))]
+            elif (a.unit or None) == (b.unit or None) == (target.unit or None):
+                candidates = [("difference", abs(a.value - b.value)), ("sum", a.value + b.value)]
+            else:
+                continue
+            for how, value in candidates:
+                if value != 0 and abs(value - target.value) < target.tolerance:
+                    return ANSWER_DERIVABLE.reject(
+                        f"the answer {answer!r} is the {how} of {a.value:g} and {b.value:g} given in the "
+                        "question or context", how=how, numbers=[a.value, b.value])
     return None
 
 
@@ -117,12 +176,97 @@ _PERIOD = re.compile(r"\b(?:during|over|in|throughout|for) (?:the|this) (?:study
 _YEAR = re.compile(r"\b(?:1[6-9]\d\d|20\d\d)\b")
 
 
+_RELATIVE_PERIOD = re.compile(
+    r"\b(?:over|during|in|within|for|throughout) (?:the )?(?:past|last|previous|preceding|recent)"
+    r"(?: (?:few|several|\d+|two|three|four|five|six|seven|eight|nine|ten|twenty|thirty|forty|fifty|hundred))?"
+    r" (?:years?|decades?|centur(?:y|ies)|millennia|millennium)\b"
+    r"|\b(?:in|during|over) recent (?:years|decades|times|centuries)\b")
+#: places and study objects a demonstrative may point at (plural forms are derived)
+_STUDY_NOUNS = ("archipelago", "island", "lake", "region", "fjord", "glacier", "basin", "catchment",
+                "river", "bay", "valley", "peninsula", "coast", "ice shelf", "ice cap", "watershed",
+                "wetland", "pond", "stream", "village", "settlement", "expedition", "cruise",
+                "campaign", "dataset", "cohort", "community", "treatment", "estuary", "lagoon",
+                "mountain", "plateau", "strait", "inlet", "outlet")
+
+
+def _plural(noun: str) -> str:
+    if noun.endswith("y"):
+        return noun[:-1] + "ies"
+    return noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
+
+
+_NOUN_FORMS = {form: noun for noun in _STUDY_NOUNS for form in (noun, _plural(noun))}
+_NOUN_ALT = "|".join(sorted((re.escape(f) for f in _NOUN_FORMS), key=len, reverse=True))
+_DEMONSTRATIVE = re.compile(rf"\b(?:this|these|those) (?:[a-z-]+ )?(?P<noun>{_NOUN_ALT})\b")
+_UNNUMBERED_POINTER = re.compile(
+    r"\b(?:reported|presented|provided|given|listed) tabular data\b|\btabulated (?:data|values)\b"
+    r"|\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|last|final|rightmost|leftmost) "
+    r"(?:column|row|panel)\b"
+    r"|\bthe supplement(?:ary|al)? (?:material|information|data|tables?|figures?|files?)\b"
+    r"|\b(?:in|from|of|see) the (?:table|figure|map|graph|panel|appendix)\b(?! \d)")
+_UNDEFINED_DEFINITE = re.compile(
+    rf"\bthe (?:combined|aforementioned|above-mentioned|latter|former|respective|two|three|both) "
+    rf"(?P<noun>{_NOUN_ALT})\b"
+    rf"|\bbetween the (?P<first>{_NOUN_ALT}) and (?:the )?(?P<second>{_NOUN_ALT})\b")
+_LABEL = re.compile(r"(?<![\w-])(?:[a-z]+[A-Z][\w]*|[A-Z][a-z]+[A-Z][\w]*|[A-Z]{2,}[A-Z0-9]*s?)(?![\w])")
+_DEFINING = r"(?:refers? to|denotes?|represents?|stands? for|designates?|is|are|means?)"
+_ELEMENTS = {"H", "He", "Li", "Be", "B", "C", "N", "O", "F", "Ne", "Na", "Mg", "Al", "Si", "P", "S", "Cl",
+             "Ar", "K", "Ca", "Ti", "Cr", "Mn", "Fe", "Co", "Ni", "Cu", "Zn", "As", "Se", "Br", "Sr", "Cd",
+             "Sn", "I", "Ba", "Hg", "Pb", "U", "Th", "Ra", "Rn", "Nd", "Mo", "V"}
+
+
+def _standard_acronyms() -> frozenset[str]:
+    from importlib import resources
+
+    text = resources.files("arcticqa.gates").joinpath("standard_acronyms.txt").read_text("utf-8")
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+#: acronyms a reader resolves without the paper (``arcticqa/gates/standard_acronyms.txt``)
+STANDARD_ACRONYMS = _standard_acronyms()
+
+
+def _is_formula(token: str) -> bool:
+    """A chemical formula ("NO3", "SiO2", "THg" reads as T+Hg is not, "CO2" is)."""
+    parts = re.findall(r"[A-Z][a-z]?\d*", token)
+    return "".join(parts) == token and all(re.sub(r"\d", "", p) in _ELEMENTS for p in parts)
+
+
+def _initials_of(label: str, text: str) -> bool:
+    """Whether consecutive words of ``text`` start with the label's letters ("under-ice" → UI)."""
+    letters = re.sub(r"[^A-Za-z]", "", label.rstrip("s") if label.endswith("s") and len(label) > 2 else label)
+    if len(letters) < 2:
+        return False
+    tokens = [t for t in re.split(r"[\s\-/]+", text) if t]
+    initials = "".join(t[0].lower() for t in tokens if t[0].isalpha())
+    return letters.lower() in initials
+
+
+def _label_resolved(label: str, question: str, context: str) -> bool:
+    bare = label[:-1] if label.endswith("s") and label[:-1] in STANDARD_ACRONYMS | {label[:-1]} and len(label) > 2 else label
+    core = re.sub(r"^[a-z]+(?=[A-Z])", "", bare)  # tDOM, iPOC: a prefix on a standard term
+    if {label, bare, core} & STANDARD_ACRONYMS or _is_formula(bare):
+        return True
+    if parse_numbers(f"1 {label}") and parse_numbers(f"1 {label}")[0].unit:
+        return True  # a unit (mL, kHz)
+    if re.fullmatch(r"[IVXL]+", label):
+        return True  # a Roman numeral
+    if contains_phrase(context, label) or re.search(rf"\(\s*{re.escape(label)}\b|\b{re.escape(label)}\s*\(",
+                                                    question):
+        return True  # the context uses it (contexts define their labels) or the question glosses it
+    if re.search(rf"\b{re.escape(label)}\s+{_DEFINING}\b", question):
+        return True
+    return _initials_of(label, f"{question} {context}")
+
+
 def not_standalone(question: str, context: str) -> Rejection | None:
     """``question.not_standalone`` for document-relative or undefined references.
 
     Figure/table pointers, "this study", "the authors" and first-person wording fail anywhere;
     "the site", "these samples" fail when there is no context to define them; "during the study
-    period" fails unless a year is given in the question or context.
+    period" fails unless a year is given in the question or context. The finer rules of the
+    standalone screen have their own ids: :data:`RELATIVE_PERIOD`, :data:`DEMONSTRATIVE`,
+    :data:`UNNUMBERED_POINTER`, :data:`UNDEFINED_REFERENT` and :data:`PAPER_LABEL`.
     """
     for where, text in (("question", question), ("question_context", context)):
         norm = normalize(text)
@@ -143,6 +287,43 @@ def not_standalone(question: str, context: str) -> Rejection | None:
         if m and not _YEAR.search(question) and not _YEAR.search(context):
             return NOT_STANDALONE.reject(f"the {where} uses a document-relative period {m.group(0)!r} "
                                          "without stating the years", field=where, phrase=m.group(0))
+    return _standalone_screen(question, context)
+
+
+def _mentions(text: str, noun: str) -> bool:
+    base = _NOUN_FORMS.get(noun, noun)
+    return contains_phrase(text, base) or contains_phrase(text, _plural(base))
+
+
+def _standalone_screen(question: str, context: str) -> Rejection | None:
+    """The rules for what a reader without the paper cannot resolve, each with its own id."""
+    qnorm, cnorm = normalize(question), normalize(context)
+    has_years = bool(_YEAR.search(question) or _YEAR.search(context))
+    for where, norm in (("question", qnorm), ("question_context", cnorm)):
+        m = _RELATIVE_PERIOD.search(norm)
+        if m and not has_years:
+            return RELATIVE_PERIOD.reject(f"the {where} says {m.group(0)!r} without stating the years",
+                                          field=where, phrase=m.group(0))
+        m = _UNNUMBERED_POINTER.search(norm)
+        if m:
+            return UNNUMBERED_POINTER.reject(f"the {where} points into the paper: {m.group(0)!r}",
+                                             field=where, phrase=m.group(0))
+    m = _DEMONSTRATIVE.search(qnorm)
+    if m and not _mentions(context, m.group("noun")) and not _mentions(qnorm[:m.start()], m.group("noun")):
+        return DEMONSTRATIVE.reject(f"the question says {m.group(0)!r} and nothing names the {m.group('noun')}",
+                                    field="question", phrase=m.group(0))
+    m = _UNDEFINED_DEFINITE.search(qnorm)
+    if m:
+        nouns = [n for n in (m.group("noun"), m.group("first"), m.group("second")) if n]
+        missing = [n for n in nouns if not _mentions(context, n) and not _mentions(qnorm[:m.start()], n)]
+        if missing:
+            return UNDEFINED_REFERENT.reject(f"the question says {m.group(0)!r} and nothing introduces "
+                                             f"{', '.join(repr(n) for n in missing)}", field="question",
+                                             phrase=m.group(0))
+    for label in dict.fromkeys(_LABEL.findall(question)):
+        if not _label_resolved(label, question, context):
+            return PAPER_LABEL.reject(f"the question uses {label!r}, which neither the question nor its "
+                                      "context defines", field="question", label=label)
     return None
 
 
