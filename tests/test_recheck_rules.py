@@ -115,6 +115,9 @@ def test_recheck_on_the_published_release(arcticqa_v1: Path) -> None:
     assert format_flags and all(r["severity"] == "warning" for r in format_flags)
     cues = [r["cue_audit"] for r in records if "cue_audit" in r]
     assert {c["strategy"] for c in cues} >= {"middle numeric value", "odd format"}
+    # deterministic coverage must not fall below the figure measured before issue 17 (573 of 776)
+    (coverage,) = [r["deterministic_coverage"] for r in records if "deterministic_coverage" in r]
+    assert coverage["distractors"] == 776 and coverage["proved"] >= 573
 
 
 def test_numeric_distractors_spread_the_answers_rank() -> None:

@@ -271,7 +271,8 @@ def test_recheck_flags_leaks_and_tolerance(tmp_path: Path) -> None:
     records = [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
     assert {"item_id": leaky.item_id, "option_rank": None, "rule_id": "question.answer_leak",
             "severity": "error"}.items() <= records[0].items()
-    assert all(r.get("severity") in ("error", "warning") for r in records if "cue_audit" not in r)
+    assert all(r["severity"] in ("error", "warning") for r in records if "item_id" in r or "rule_id" in r)
+    assert [r for r in records if "deterministic_coverage" in r][0]["deterministic_coverage"]["distractors"] == 12
     assert {r["cue_audit"]["strategy"] for r in records if "cue_audit" in r} >= {"middle numeric value", "longest option"}
 
 

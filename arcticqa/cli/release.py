@@ -70,6 +70,8 @@ def validate_release_cmd(
             console.print_json(json.dumps(flag.model_dump()), indent=None)
         for cue in report.cues or []:
             console.print_json(json.dumps({"cue_audit": cue}), indent=None)
+        if report.coverage is not None:
+            console.print_json(json.dumps({"deterministic_coverage": report.coverage}), indent=None)
     else:
         counts = ", ".join(f"{v} {k}" for k, v in report.counts.items())
         console.print(f"{release_dir}: {counts or 'nothing read'}", highlight=False, soft_wrap=True)
@@ -82,6 +84,11 @@ def validate_release_cmd(
                           f"{len(report.recheck) - n_errors} warning(s)", highlight=False)
             for rule_id, n in rc.items():
                 console.print(f"  {rule_id}: {n}", highlight=False)
+            if report.coverage and report.coverage["distractors"]:
+                cov = report.coverage
+                console.print(f"deterministic coverage: {cov['proved']} of {cov['distractors']} distractors "
+                              f"({cov['proved'] / cov['distractors']:.1%}) proved false from question, "
+                              "context and answer alone", highlight=False)
             if report.cues:
                 from arcticqa.release.cues import CueResult, cue_table
 

@@ -177,8 +177,11 @@ def cue_table(results: Sequence[CueResult]) -> str:
     rows = ["| Cue-only strategy | Items | Accuracy | 95% CI | Chance | Verdict |",
             "|---|---:|---:|---|---:|---|"]
     for r in results:
-        verdict = {"error": "beats chance (error)", "warning": "beats chance (few items)"}.get(
-            r.severity or "", "at chance")
+        verdict = {"error": "more than 10 points above chance (error)",
+                   "warning": "more than 10 points above chance (fewer than 30 items)"}.get(r.severity or "")
+        if verdict is None:
+            verdict = ("above chance, within the 10-point margin" if r.ci_low > r.chance
+                       else "below chance" if r.ci_high < r.chance else "at chance")
         if r.items == 0:
             rows.append(f"| {r.strategy} | 0 | – | – | – | does not apply |")
             continue

@@ -38,7 +38,7 @@ from arcticqa.release.models import ReleaseItem
 from arcticqa.release.validate import RecheckFlag, ValidationReport
 from arcticqa.rules import rule
 
-__all__ = ["GATES", "SEVERITY", "recheck_items", "answer_format_odd"]
+__all__ = ["GATES", "SEVERITY", "recheck_items", "answer_format_odd", "deterministic_coverage"]
 
 R_NOT_REVERSAL = rule("recheck.direction_not_reversal",
                       "A direction distractor does not reverse the gold answer's direction")
@@ -99,6 +99,26 @@ def answer_format_odd(answer: str, distractors: list[str]) -> str | None:
     return None
 
 
+def _answer_type(item: ReleaseItem, kind: str) -> str:
+    return "numeric" if item.numeric_answer else "direction" if _is_direction(kind) else "other"
+
+
+def deterministic_coverage(items: list[ReleaseItem], prove: Callable[..., Any]) -> dict[str, Any]:
+    """How many distractors the contradiction rules prove false with the question, its context
+    and the gold answer as the only evidence (the figure behind "most distractors are proved
+    false without a model"; a fix that makes it fall has lost a true proof)."""
+    proved: dict[str, int] = {}
+    total = 0
+    for item in items:
+        evidence = "\n".join([item.question, item.question_context, item.gold_answer])
+        for d in item.distractors:
+            total += 1
+            proof = prove(d.text, evidence, item.gold_answer, _answer_type(item, d.type))
+            if proof is not None:
+                proved[proof.rule] = proved.get(proof.rule, 0) + 1
+    return {"distractors": total, "proved": sum(proved.values()), "by_rule": dict(sorted(proved.items()))}
+
+
 def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
     """Run every deterministic gate on ``items``; store flags in ``report.recheck``."""
     gates, problem = _load()
@@ -135,9 +155,7 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
                 flag(item, d.rank, R_NOT_REVERSAL.id,
                      f"{d.text!r} does not reverse the direction of {item.gold_answer!r}")
             if evidence is not None and d.verification == "deterministic-contradiction":
-                answer_type = ("numeric" if item.numeric_answer
-                               else "direction" if _is_direction(d.type) else "other")
-                if gates["contradiction"](d.text, evidence, item.gold_answer, answer_type) is None:
+                if gates["contradiction"](d.text, evidence, item.gold_answer, _answer_type(item, d.type)) is None:
                     flag(item, d.rank, R_NOT_REPRODUCED.id,
                          f"no contradiction rule proves {d.text!r} false against the evidence")
         texts = [d.text for d in sorted(item.distractors, key=lambda d: d.rank)]
@@ -145,6 +163,7 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
         if odd:
             flag(item, None, R_ANSWER_FORMAT_ODD.id, f"{item.gold_answer!r}: {odd}")
     cues = audit_release(items)
+    report.coverage = deterministic_coverage(items, gates["contradiction"])
     for cue in cues:
         if cue.severity is not None:
             flags.append(RecheckFlag(

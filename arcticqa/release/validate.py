@@ -101,6 +101,8 @@ class ValidationReport(BaseModel):
     recheck_unavailable: str | None = None
     #: the option-set cue audit of ``--recheck`` (one record per strategy), None without it
     cues: list[dict[str, Any]] | None = None
+    #: distractors proved false with question, context and answer as the only evidence
+    coverage: dict[str, Any] | None = None
 
     @property
     def recheck_errors(self) -> list[RecheckFlag]:
