@@ -84,6 +84,11 @@ def test_another_value_in_the_notation_is_different(answer: str, same: str, othe
     ("March 11th", [70], "day of year"),
     ("0.022 Pg Cyear -1", [0.022], "Pg*{C}/yr"),
     ("5 percentage points", [5], "pp"),
+    ("temperatures ranged from 5 to −3 °C", [5, -3], "°C"),  # a range, not 5 per "to" cubed
+    ("values of 5 and -2 m", [5, -2], "m"),
+    ("(Fig. 5 a) shows", [5], None),  # a panel letter is not the unit year
+    ("3050 CFU/m 3", [3050], "{CFU}/m^3"),
+    ("1.0 t", [1.0], "t"),
 ])
 def test_parse_reads_pdf_forms(text: str, values: list[float], unit: str | None) -> None:
     numbers = parse_numbers(text)
@@ -161,6 +166,8 @@ def test_no_equivalent_rewrite_of_a_published_answer_is_proved_false(arcticqa_v1
         if not parse_numbers(answer):
             continue
         context = f"{item['question']} {item['question_context']}"
+        if contradiction(answer, f"{context}\n{answer}", answer, "numeric") is not None:
+            false_proofs.append(f"{item['item_id']}: the answer itself is proved false")
         for rewrite in equivalent_rewrites(answer):
             if not parse_numbers(rewrite):
                 continue

@@ -131,6 +131,9 @@ _DETACHED_SQUARE = re.compile(r" ([23])(?!\d|[.,]\d|[%‰°]| ?[-–] ?\d| ?[×x
 _LENGTHS = {"m", "km", "cm", "mm", "dm", "µm", "nm"}
 # tokens that are also common words or letters: a unit only in a denominator or with an exponent
 _AMBIGUOUS_ALONE = {"a", "l", "d", "h", "t", "L", "M", "da", "min", "s", "pp", "с", "ч", "л"}
+# ambiguous tokens read as units when they end the phrase ("1.0 t", "5 L."); never the letters
+# that also label figure panels ("Fig. 5 a)", "3 d)")
+_UNIT_AT_PHRASE_END = {"t", "L", "min", "т", "л", "ч"}
 _LABELS = {"psu", "°N", "°S", "°E", "°W", "fold", "ppt", "eq", "ppmv", "ppbv", "pp"}
 
 # spelling variants of one unit share one canonical token, so "mm/yr" == "mm/year" without pint
@@ -202,7 +205,9 @@ def _read_token(text: str, j: int, denominator: bool) -> tuple[list[tuple[str, i
         return None
     word, end = o.group(0), o.end()
     exp_m = _ATTACHED_EXP.match(text, end) or _DETACHED_EXP.match(text, end)
-    if exp_m:
+    # an unknown word takes an exponent only if it looks like a symbol ("TgC", "CFU", "нг"):
+    # "from 5 to −3 °C" must stay a range, not 5 per "to" cubed
+    if exp_m and (denominator or word != word.lower() or not word.isascii()):
         return [(_qualifier(word), int(exp_m.group(1)))], exp_m.end(), False
     if denominator or re.match(r" ?/ ?[^\W\d_]", text[end:end + 4]):
         return [(_qualifier(word.rstrip(".") if not re.search(r"\.\w", word) else word), 1)], end, False
@@ -228,7 +233,8 @@ def _read_unit(text: str, pos: int) -> tuple[str | None, int]:
         raw = re.sub(r"\^?[-+]?\d$", "", text[j:end].split(" ")[0])
         ambiguous = known and raw in _AMBIGUOUS_ALONE
         # "1.0 t" at the end of a phrase is a tonne; "5 t of ice" too; "2 h after" is left unread
-        if ambiguous and not denominator and exp == 1 and not re.match(r"\s*(?:$|[.,;:)\]]|of\b)", text[end:]):
+        if ambiguous and not denominator and exp == 1 and not (
+                raw in _UNIT_AT_PHRASE_END and re.match(r"\s*(?:$|[.,;:)\]]|of\b)", text[end:])):
             break
         if not known and not parts and not denominator and exp == 1 and not re.match(r" ?/", text[end:]):
             break
