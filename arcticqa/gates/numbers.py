@@ -198,7 +198,6 @@ def _read_token(text: str, j: int, denominator: bool) -> tuple[list[tuple[str, i
             if we:
                 parts.append((_qualifier("w.e."), 1))
                 end = we.end()
-        # a time unit glued to the exponent of an element ("Pg Cyear -1") is handled by the caller
         return parts, end, True
     o = _OPAQUE.match(text, j)
     if not o:

@@ -51,7 +51,7 @@ R_ANSWER_FORMAT_ODD = rule("recheck.answer_format_odd",
 R_CUE = rule("recheck.cue_beats_chance",
              "A cue-only strategy (no question read) beats chance on the answer-present options")
 
-#: rule id (or prefix ending in ".") -> severity; anything not listed is an error
+#: rule id -> severity; any rule not listed (question.*, equals_answer, duplicate, …) is an error
 SEVERITY: dict[str, str] = {
     "distractor.format_mismatch": "warning",
     "distractor.compound": "warning",
