@@ -85,6 +85,7 @@ def test_another_value_in_the_notation_is_different(answer: str, same: str, othe
     ("0.022 Pg Cyear -1", [0.022], "Pg*{C}/yr"),
     ("5 percentage points", [5], "pp"),
     ("temperatures ranged from 5 to −3 °C", [5, -3], "°C"),  # a range, not 5 per "to" cubed
+    ("δ 18 \u041e of 1,200 samples", [1200], None),  # a Cyrillic look-alike О is not Russian text
     ("values of 5 and -2 m", [5, -2], "m"),
     ("(Fig. 5 a) shows", [5], None),  # a panel letter is not the unit year
     ("3050 CFU/m 3", [3050], "{CFU}/m^3"),

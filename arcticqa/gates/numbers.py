@@ -46,7 +46,8 @@ _DEGREE_LOOKALIKES = str.maketrans({"\u00ba": "°", "\u02da": "°", "\u030a": "�
                                     "\u25e6": "°"})
 
 
-_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
+# Russian text, not one Cyrillic look-alike letter in English ("δ 18 О" with a Cyrillic О)
+_CYRILLIC = re.compile(r"[\u0400-\u04ff]{2,}|\d ?[мгтлсч](?![\w])")
 _FIGURE_DASH = str.maketrans({"\u2012": "\u2013", "\u2010": "-", "\u2011": "-"})
 
 
@@ -293,7 +294,7 @@ _DATE = re.compile(
     rf"|(?P<d2>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m2>{_MONTH})\.?(?:,? (?P<y2>\d{{4}}))?)(?![\w-])",
     re.I)
 # "δ 13 C" names an isotope ratio; the 13 is not a quantity
-_ISOTOPE = re.compile(r"δ ?\d{1,2} ?(?:C|N|O|S|H|Sr|Nd|Pb|Fe)\b", re.I)
+_ISOTOPE = re.compile(r"δ ?\d{1,2} ?(?:C|N|O|S|H|Sr|Nd|Pb|Fe|\u041e|\u0421)\b", re.I)
 # a signed digit after a unit word is its detached exponent ("m yr -1"), not a number
 _EXPONENT_AFTER_UNIT = re.compile(rf"(?<!\w)(?:{_PLAIN}|{_PREFIX}?{_PREFIXABLE}|{_CYR}) $")
 _SQUARE_AFTER_LENGTH = re.compile(r"(?<!\w)(?:k?m|cm|mm|dm|км|м|см|мм) $")
