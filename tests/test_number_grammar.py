@@ -139,6 +139,9 @@ def equivalent_rewrites(answer: str) -> list[str]:
         re.sub(r"(?<![\w.,])(\d+\.\d+)(?!\d)", r"\g<1>0", answer, count=1),
         re.sub(r"(?<![\w.,])(\d+,\d+)(?!\d)", r"\g<1>0", answer, count=1),
         f"approximately {answer}", f"about {answer}",
+        re.sub(r"(\w)/(yr|year|s|d|day|L)\b", r"\1 \2⁻¹", answer),  # "mm/yr" -> "mm yr⁻¹"
+        re.sub(r"(\w)/(yr|year|s|d|day|L)\b", r"\1 \2 −1", answer),  # the detached PDF form
+        answer.replace("°C", " °C").replace("  °C", " °C"), answer.replace(" ", "\u00a0", 1),
     }
     m = _FIRST.search(answer)
     if m and m.group("unit") in _DECIMAL_SHIFT and len(parse_numbers(answer)) == 1 and "±" not in answer:
