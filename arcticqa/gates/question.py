@@ -113,7 +113,7 @@ def answer_leak(question: str, context: str, answer: str) -> Rejection | None:
 
 
 def _quantities(text: str) -> list[Number]:
-    """The numbers of ``text`` that are quantities (not years, dates or counts of a range end)."""
+    """The numbers of ``text`` that are quantities (not years or dates)."""
     return [n for n in parse_numbers(text) if not _is_year(n) and n.unit not in ("date", "day of year")]
 
 
@@ -134,6 +134,8 @@ def answer_derivable(question: str, context: str, answer: str) -> Rejection | No
             if a.value == 0 or b.value == 0 or a.value == b.value:
                 continue  # "200 m … to 200 m": one quantity said twice, not a ratio
             if percent:
+                if a.unit == "%" or b.unit == "%":
+                    continue  # a share of shares is not what "2 out of 72" means
                 candidates = [("ratio", 100 * min(a.value, b.value) / max(a.value, b.value))]
             elif (a.unit or None) == (b.unit or None) == (target.unit or None):
                 candidates = [("difference", abs(a.value - b.value)), ("sum", a.value + b.value)]
