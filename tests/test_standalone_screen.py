@@ -85,6 +85,7 @@ def test_an_answer_derivable_by_arithmetic_is_a_leak() -> None:
     assert answer_leak(question, "", "4.2%") is None
     assert answer_leak("What share of the upper 200 m was Calanus?", "Samples to 200 m depth.", "100%") is None
     assert answer_leak("How many days did the season last between 2001 and 2019?", "", "18 days") is None
+    assert answer_leak("Cover rose from 20% to 40%; what share of plots burned?", "", "50%") is None
 
 
 def test_false_flags_on_the_published_questions(arcticqa_v1: Path) -> None:
