@@ -140,7 +140,11 @@ def test_join_wrapped_uses_document_vocabulary() -> None:
     vocab = Vocabulary(["the sea-ice edge moved", "sea-ice cover", "temperature rose"])
     assert join_wrapped("the sea-", "ice edge", vocab) == "the sea-ice edge"
     assert join_wrapped("the tempera-", "ture rose", vocab) == "the temperature rose"
-    assert join_wrapped("CO2-", "Rich waters", vocab) == "CO2- Rich waters"
+    # a compound broken at its own hyphen keeps the hyphen and gains no space
+    assert join_wrapped("CO2-", "Rich waters", vocab) == "CO2-Rich waters"
+    assert join_wrapped("near Ny-", "Ålesund (78°55′N)", vocab) == "near Ny-Ålesund (78°55′N)"
+    assert join_wrapped("in 1990-", "2000 the", vocab) == "in 1990-2000 the"
+    assert join_wrapped("a dash -", "Then", vocab) == "a dash - Then"
     assert join_wrapped("end of line", "next line", vocab) == "end of line next line"
 
 
