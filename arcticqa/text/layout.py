@@ -246,6 +246,14 @@ def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
     band_gap = 0.3 * statistics.median(heights)
     bands = _split(lines, _gaps([(ln.y0, ln.y1) for ln in lines], band_gap), "y")
     groups: list[tuple[list[Line], bool]] = []  # (lines, multi-column)
+    # the gutter between the body columns, from lines of a column's width (when the page has
+    # them): a band joins the group above only while their shared gap is that gutter, so a
+    # heading under a two-box title block is not read as part of the boxes' columns
+    column_lines = [ln for ln in lines if 0.3 * page_width <= ln.x1 - ln.x0 <= 0.5 * page_width]
+    if len(column_lines) >= 6:  # justified body lines share one width; an affiliation line does not
+        usual = statistics.median(ln.x1 - ln.x0 for ln in column_lines)
+        column_lines = [ln for ln in column_lines if abs(ln.x1 - ln.x0 - usual) <= 0.03 * page_width]
+    body_gutters = _gutters(column_lines, col_gap) if len(column_lines) >= 6 else []
     for band in bands:
         band_cols = bool(_gutters(band, col_gap))
         if groups:
@@ -254,7 +262,9 @@ def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
             if not multi and not band_cols:
                 groups[-1] = (union, False)
                 continue
-            if _gutters(union, col_gap):
+            shared = _gutters(union, col_gap)
+            if shared and (not body_gutters or any(g[0] < b[1] and b[0] < g[1]
+                                                   for g in shared for b in body_gutters)):
                 groups[-1] = (union, True)
                 continue
         groups.append((list(band), band_cols))
