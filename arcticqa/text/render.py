@@ -198,12 +198,12 @@ class _Typesetter:
 
 def _typeset_section(ts: _Typesetter, section: PaperSection, *, size: float = _BODY_SIZE,
                      lead: float = _BODY_LEAD, body_headings: bool = False) -> None:
-    if body_headings:  # the body font and size, a paragraph's gap: only the words tell
+    if body_headings:  # the body font and size, no gap to its paragraph: only the words tell
         ts.paragraph(section.heading, size=_BODY_SIZE, lead=_BODY_LEAD)
     else:
         ts.paragraph(section.heading, font="hebo", size=10.0, lead=12.0, skip_before=_HEAD_SKIP)
-    for para in section.paragraphs:
-        ts.paragraph(para, size=size, lead=lead)
+    for i, para in enumerate(section.paragraphs):
+        ts.paragraph(para, size=size, lead=lead, skip_before=0.0 if body_headings and i == 0 else _PARA_SKIP)
     for caption in section.captions:
         ts.figure(caption)
 
@@ -231,7 +231,7 @@ def render_paper_pdf(paper: PaperSource, path: Path | str | None = None, *, colu
         else:
             ts.paragraph(abstract_heading, font="hebo", size=10.0, lead=12.0, full_width=True,
                          skip_before=_HEAD_SKIP + 4)
-        ts.paragraph(paper.abstract, full_width=True)
+        ts.paragraph(paper.abstract, full_width=True, skip_before=0.0 if body_headings else _PARA_SKIP)
     ts.advance(12.0)
     ts.start_columns()
     sections: Sequence[PaperSection] = list(paper.sections) * max(1, repeat)
