@@ -1,10 +1,12 @@
 """PDF bytes → :class:`arcticqa.evidence.Document`: the extraction machinery behind the stage.
 
 Steps: open with PyMuPDF (status on failure, never an exception), read each page's ``"dict"``
-text with ligature preservation off, drop running headers/footers and page numbers, put lines
-in reading order (column detection), rebuild paragraphs (continuing across columns and pages),
-rejoin line-wrap hyphens, detect headings and section kinds, move captions to their own
-non-evidence section, then cut evidence paragraphs into sentence-complete spans and chunks.
+text with ligature preservation off (exponents joined in their Unicode normal form), drop
+running headers/footers and page numbers, put lines in reading order (column detection, drop
+caps), rebuild paragraphs (continuing across columns, pages and floats), rejoin line-wrap
+hyphens, score headings and name section kinds, cut references by heading or by the shape of
+the list, move captions, footnotes and table/figure text to their own non-evidence sections,
+then cut evidence paragraphs into sentence-complete spans and chunks (docs/fulltext.md).
 
 Limits: a page cap checked before any page is read, and a time limit checked *between* pages
 (and once after layout) — a single pathological page can overrun it, because MuPDF cannot be
@@ -270,13 +272,17 @@ def _footnote_blocks(blocks: list[Block], body: float, height: float) -> set[int
         columns[-1].append(block)
     for column in columns:
         run: list[Block] = []
+        above: Block | None = None  # what the run sits under
         for block in reversed(column):
             if (block.first.size > 0.92 * body or block.first.y0 < 0.55 * height
                     or CAPTION_START.match(block.first.text)):
+                above = block
                 break
             run.append(block)
-        if any(looks_like_reference(b.first.text) for b in run):
-            # a reference list in a small font ends the column: only marked notes are footnotes
+        if (above is None or above.first.size <= 0.92 * body or _is_heading(above, body)
+                or any(looks_like_reference(b.first.text) for b in run)):
+            # small print that fills the column or follows a heading is a reference list (or
+            # other back matter), not notes under body text: only marked notes are footnotes
             run = [b for b in run if _FOOTNOTE_MARK.match(b.first.text)]
         found.update(id(b) for b in run)
     return found
@@ -328,13 +334,16 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
     return out
 
 
+# an affiliation list is long and has full stops too, but its towns must not become evidence
+_AFFILIATION = re.compile(r"@|\b(?:Universit\w*|Institut\w*|Department|Laboratory|Faculty)\b")
 _SECOND_ENTRY = re.compile(r"\s\[\d{1,3}\]\s+\S")
 
 
 def _starts_reference_list(paras: list[_Paragraph | None], i: int) -> bool:
     """A reference list with no heading found: this paragraph and the next are entries (or this
     one holds two, or it is the last paragraph of the paper)."""
-    text = paras[i].text if paras[i] is not None else ""  # type: ignore[union-attr]
+    para = paras[i]
+    text = para.text if para is not None else ""
     if not looks_like_reference(text):
         return False
     following = paras[i + 1] if i + 1 < len(paras) else None
@@ -404,7 +413,8 @@ def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> lis
         # revtex and others print the abstract with no heading: the front matter's last
         # paragraph, when it reads like prose, is the abstract
         last = sections[0].paragraphs[-1]
-        if len(last.text) >= 200 and last.text.endswith(".") and len(sentence_bounds(last.text)) >= 2:
+        if (len(last.text) >= 200 and last.text.endswith(".") and len(sentence_bounds(last.text)) >= 2
+                and not _AFFILIATION.search(last.text)):
             sections[0].paragraphs.pop()
             sections.insert(1, _Section("Abstract (no heading in the PDF)", "abstract", True, [last],
                                         inferred_title=True))
