@@ -301,6 +301,7 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
     """Headings and paragraphs in reading order; captions, footnotes and float text aside."""
     out = _Elements()
     column_break = False
+    label_only = False  # the last caption was a bare "Table 1": its words are the next block
     for lines, width, height in zip(pages, widths, heights, strict=True):
         blocks = build_blocks(reading_order(join_drop_caps(lines), width))
         footnotes = _footnote_blocks(blocks, body, height)
@@ -309,8 +310,14 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
         for block in blocks:
             column_break = column_break or block.column_start
             first = block.first.text
+            if label_only and len(block.lines) <= 4 and not _is_heading(block, body):
+                out.captions[-1] = out.captions[-1] + block.lines
+                label_only = False
+                continue
+            label_only = False
             if CAPTION_START.match(first):
                 out.captions.append(block.lines)
+                label_only = len(block.lines) == 1 and not first.rstrip().endswith((".", ":", "|"))
                 continue
             if id(block) in footnotes or NON_EVIDENCE_LINE.match(first):
                 out.footnotes.append(block.lines)

@@ -193,17 +193,28 @@ def remove_running_lines(pages: list[list[Line]], heights: list[float]) -> tuple
     threshold = max(2, int(0.4 * len(pages) + 0.999))
     kept_pages: list[list[Line]] = []
     removed = 0
-    for lines, height in zip(pages, heights, strict=True):
+    for index, (lines, height) in enumerate(zip(pages, heights, strict=True)):
         kept = []
         for ln in lines:
             if in_margin(ln, height) and (
                     _PAGE_NUMBER.match(ln.text) or _MARGIN_DATE.match(ln.text)
-                    or (len(pages) >= 2 and seen[key(ln)] >= threshold and len(ln.text) <= 200)):
+                    or (len(pages) >= 2 and seen[key(ln)] >= threshold and len(ln.text) <= 200)
+                    or (index > 0 and _lone_header(ln, lines, height))):
                 removed += 1
                 continue
             kept.append(ln)
         kept_pages.append(kept)
     return kept_pages, removed
+
+
+def _lone_header(line: Line, lines: list[Line], height: float) -> bool:
+    """A header printed once (a two-page paper's short title on its second page): in the top
+    margin, not a sentence's end, and standing apart from the text below it."""
+    if (line.y1 > height * _MARGIN_SHARE or len(line.text) > 100
+            or line.text.rstrip().endswith(_CLOSING[:3])):
+        return False
+    below = [ln.y0 for ln in lines if ln.y0 > line.y1 and ln.x0 < line.x1 and line.x0 < ln.x1]
+    return not below or min(below) - line.y1 > 0.8 * (line.y1 - line.y0)
 
 
 def _gaps(intervals: list[tuple[float, float]], min_gap: float) -> list[tuple[float, float]]:
@@ -288,9 +299,10 @@ def _heading_line(line: Line, width: float) -> bool:
     """A line that can be a whole heading set in the body font: short, not a sentence's end,
     and a known section name, numbered (``3.``, ``2.1``, ``IV.``) or a styled ``B.`` title."""
     text = line.text
-    if line.x1 - line.x0 > 0.75 * width or len(text) > 100 or text.endswith((",", ";", ".", ")")) \
-            and not (text.endswith(".") and len(text) <= 4):
+    if line.x1 - line.x0 > 0.75 * width or len(text) > 100 or text.endswith((",", ";", ")")):
         return False
+    if text.endswith("."):  # "Results." alone on its line; any other full stop ends a sentence
+        return classify_heading(heading_words(text)).kind is not None
     style, _level, cut = numbering_of(text)
     if style is None:
         return classify_heading(heading_words(text)).kind is not None

@@ -64,11 +64,11 @@ _KIND_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 _COMPILED = tuple((kind, re.compile(rf"(?:{pattern})", re.IGNORECASE)) for kind, pattern in _KIND_PATTERNS)
 
-#: a figure/table caption starts like "Figure 3.", "Fig. 2:", "Table 1 |", "Рис. 4.", IEEE's
-#: "TABLE I" on a line of its own
+#: a figure/table caption starts like "Figure 3.", "Fig. 2:", "Table 1 |", "Рис. 4."; or its label
+#: stands alone on a line (IEEE's "TABLE I", cas-dc's "Table 1") and the caption follows
 CAPTION_START = re.compile(
     r"^(?:(?:fig(?:ure)?\.?|table|tab\.|рис(?:унок)?\.?|таблица)\s*[A-Z]?\d+[a-z]?\s*[.:|—–-]"
-    r"|table\s+[IVX]{1,5}$)",
+    r"|(?:fig(?:ure)?\.?|table|рис(?:унок)?\.?|таблица)\s*(?:[A-Z]?\d+[a-z]?|[IVX]{1,5})$)",
     re.IGNORECASE)
 
 #: lines that are never study evidence wherever they stand: corresponding-author and e-mail
