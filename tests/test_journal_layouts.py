@@ -171,3 +171,31 @@ def test_eligibility_from_the_pdf(name: str) -> None:
     for town in expected["not_sites"]:
         assert town not in names, f"affiliation town {town} taken as a site"
     assert not decision["warnings"], decision["warnings"]
+
+
+# The exponent normal form is a contract with the number grammar (docs/fulltext.md): whatever
+# the grammar becomes, it must read "yr⁻¹" as it reads "yr-1".
+@pytest.mark.parametrize(("normal", "ascii_form"), [
+    ("332 km²", "332 km2"), ("0.2 g kg⁻¹", "0.2 g kg-1"), ("0.62 mm² s⁻¹", "0.62 mm2 s-1"),
+    ("38 m³ s⁻¹", "38 m3 s-1"), ("0.8 K d⁻¹", "0.8 K d-1"), ("2.5×10⁻³ m", "2.5×10^-3 m"),
+])
+def test_exponent_normal_form_reads_like_ascii_in_the_number_grammar(normal: str, ascii_form: str) -> None:
+    from arcticqa.gates.numbers import parse_numbers
+
+    def read(text: str) -> list[tuple[float, float, str | None]]:
+        return [(n.value, n.scale, n.unit) for n in parse_numbers(text)]
+
+    assert read(normal) and read(normal) == read(ascii_form)
+
+
+def test_no_published_sentence_has_the_shape_of_a_reference(arcticqa_v1: Path) -> None:
+    """The list-shape cut must never take a real sentence for a reference entry: v1's questions
+    and contexts (written from real papers, not here) are all body-like text."""
+    from arcticqa.text.sections import looks_like_reference
+
+    texts = []
+    for line in (arcticqa_v1 / "items.jsonl").read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        texts += [item["question"], item.get("question_context") or ""]
+    assert len(texts) > 300
+    assert [t for t in texts if t and looks_like_reference(t)] == []
