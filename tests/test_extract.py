@@ -391,3 +391,14 @@ def test_two_column_headings_in_the_body_font(tmp_path: Path) -> None:
     for section in paper.sections:
         for para in section.paragraphs:
             assert any(_flat(para)[:80] in sp.text for sp in doc.spans), _flat(para)[:80]
+
+
+def test_roman_initial_in_the_front_matter_is_not_a_section() -> None:
+    """"V. Petrov" set bold above the abstract is an author, not section V: the affiliation
+    under it must stay front matter, out of the evidence."""
+    body = "Snow depth was measured at twelve stakes along the transect every week. " * 4
+    paper = PaperSource(title="V. Petrov", authors=["Geophysical Institute, Fairbanks, AK, USA"],
+                        sections=[PaperSection(heading="1. Introduction", paragraphs=[body])])
+    doc = extract_document(render_paper_pdf(paper, columns=2))
+    assert [s.kind for s in doc.sections][:2] == ["front_matter", "introduction"]
+    assert not any("Fairbanks" in sp.text for sp in doc.spans)

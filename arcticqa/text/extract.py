@@ -382,7 +382,8 @@ def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> lis
             # AND DATA" between "INTRODUCTION" and "RESULTS"): a section of its own
             sections.append(_Section(title, "other", True))
         elif not recognised:
-            if info.numbered:
+            # only digits: in the front matter "V. Petrov" is an author, not section V
+            if numbering_of(title)[0] == "digits":
                 sections.append(_Section(title, "other", True))
                 recognised = True
             elif lines is not None:  # the paper's title or a bold line of the front matter
