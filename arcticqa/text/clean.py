@@ -33,11 +33,16 @@ _SCRIPT_RUN = re.compile(f"([{SCRIPT_CHARS}]+)")
 _TO_SUPER = str.maketrans("0123456789+-−–=()", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁻⁼⁽⁾")
 _TO_SUB = str.maketrans("0123456789+-−–=()", "₀₁₂₃₄₅₆₇₈₉₊₋₋₋₌₍₎")
 _SCRIPTABLE = re.compile(r"^[0-9+\-−–=()]+$")
-_DEGREE_MARKS = "◦∘˚ºᵒ°"
+_DEGREE_MARKS = "◦∘˚ºᵒ"
 # a degree look-alike after a number; "⁰" only where a minute, a hemisphere or a scale follows
 _DEGREE_LIKE = re.compile(rf"(?<=\d)(\s?)(?:[{_DEGREE_MARKS}]|⁰(?=\s?[NSEWCFK\d′'’]))")
-# LaTeX accents come out as a spacing accent before their letter ("Utqia ̇gvik" for "Utqiaġvik")
-_LOOSE_ACCENT = re.compile(r"(?<=[^\W\d_]) ([\u0300-\u036f])([^\W\d_])")
+# LaTeX accents on letters the font has no glyph for come out as a spacing accent before the
+# letter ("Utqia˙gvik" for "Utqiaġvik"), which NFKC would turn into a space and a loose mark
+_SPACING_ACCENTS = {"˙": "\u0307", "˘": "\u0306", "ˇ": "\u030c", "˝": "\u030b", "¨": "\u0308",
+                    "˚": "\u030a", "¸": "\u0327", "˛": "\u0328", "¯": "\u0304", "˜": "\u0303", "ˆ": "\u0302"}
+_LOOSE_ACCENT = re.compile(f"([{''.join(_SPACING_ACCENTS)}])([^\\W\\d_])")
+# one test for everything the slow path handles: most lines have none of it
+_NEEDS_CARE = re.compile(f"[{_DEGREE_MARKS}⁰{SCRIPT_CHARS}{''.join(_SPACING_ACCENTS)}]")
 
 
 def script_text(text: str, raised: bool, previous: str = "") -> str | None:
@@ -55,8 +60,6 @@ def script_text(text: str, raised: bool, previous: str = "") -> str | None:
 
 
 def _nfkc(text: str) -> str:
-    if not _SCRIPT_RUN.search(text):
-        return unicodedata.normalize("NFKC", text)
     parts = _SCRIPT_RUN.split(text)  # odd indexes are the protected runs
     return "".join(p if i % 2 else unicodedata.normalize("NFKC", p) for i, p in enumerate(parts))
 
@@ -73,11 +76,11 @@ def normalise_line(text: str) -> str:
     """
     if text.endswith("\u00ad"):
         text = text[:-1] + "-"
+    if not _NEEDS_CARE.search(text):
+        return collapse_spaces(unicodedata.normalize("NFKC", text).translate(_INVISIBLE))
     text = _DEGREE_LIKE.sub(r"\1°", text)
-    text = _nfkc(text).translate(_INVISIBLE)
-    if text and "\u0300" <= max(text) and _LOOSE_ACCENT.search(text):
-        text = unicodedata.normalize("NFC", _LOOSE_ACCENT.sub(r"\2\1", text))
-    return collapse_spaces(text)
+    text = _LOOSE_ACCENT.sub(lambda m: m.group(2) + _SPACING_ACCENTS[m.group(1)], text)
+    return collapse_spaces(_nfkc(text).translate(_INVISIBLE))
 
 
 class Vocabulary:

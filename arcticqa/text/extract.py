@@ -251,14 +251,15 @@ def _is_float_text(block: Block, typical_width: float) -> bool:
     """Table cells and figure labels: a block whose lines are all short pieces (``0.12``,
     ``April 2019``), or most of whose lines share their row with another line."""
     lines = block.lines
-    if looks_like_reference(lines[0].text + " " + " ".join(ln.text for ln in lines[1:4])):
-        return False  # a justified reference entry also comes as pieces on one row
     if all(ln.x1 - ln.x0 < 0.4 * typical_width for ln in lines):
         text = lines[-1].text
-        return not lines[0].text[:1].islower() and not text.endswith(_CLOSING[:3])
-    same_row = sum(1 for a, b in zip(lines, lines[1:], strict=False) if abs(a.y1 - b.y1) < 1.5)
-    short = sum(len(ln.text) for ln in lines) < 25 * len(lines)
-    return len(lines) >= 3 and same_row >= len(lines) / 2 and short
+        pieces = not lines[0].text[:1].islower() and not text.endswith(_CLOSING[:3])
+    else:
+        same_row = sum(1 for a, b in zip(lines, lines[1:], strict=False) if abs(a.y1 - b.y1) < 1.5)
+        short = sum(len(ln.text) for ln in lines) < 25 * len(lines)
+        pieces = len(lines) >= 3 and same_row >= len(lines) / 2 and short
+    # a justified reference entry also comes as pieces on one row
+    return pieces and not looks_like_reference(lines[0].text + " " + " ".join(ln.text for ln in lines[1:4]))
 
 
 def _footnote_blocks(blocks: list[Block], body: float, height: float) -> set[int]:
