@@ -9,7 +9,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_HOME ?= $(CURDIR)/.arcticqa/prefect
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
-.PHONY: install demo test test-fast lint typecheck bench clean
+.PHONY: install demo test test-fast lint typecheck bench clean fixtures
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -36,6 +36,18 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The LaTeX fixture papers of tests/data/journal_layouts (CI uses the committed PDFs; this needs
+# Debian's texlive-publishers, texlive-latex-extra, texlive-science and cm-super). Two passes for
+# references; a fixed SOURCE_DATE_EPOCH keeps \today and the PDF dates stable.
+LAYOUTS := tests/data/journal_layouts
+TEX_ENV := SOURCE_DATE_EPOCH=1735689600 FORCE_SOURCE_DATE=1
+fixtures:
+	@command -v pdflatex >/dev/null || { echo "make fixtures: pdflatex not found (apt-get install texlive-publishers texlive-latex-extra texlive-science cm-super)"; exit 2; }
+	cd $(LAYOUTS) && for f in *.tex; do \
+	  $(TEX_ENV) pdflatex -interaction=nonstopmode -halt-on-error $$f >/dev/null && \
+	  $(TEX_ENV) pdflatex -interaction=nonstopmode -halt-on-error $$f >/dev/null || { echo "pdflatex failed on $$f (see $(LAYOUTS)/$${f%.tex}.log)"; exit 1; }; \
+	done; rm -f *.aux *.log *.out *.spl *.bbl *.blg *.abs *Notes.bib
 
 clean:
 	rm -rf $(VENV) .arcticqa out .pytest_cache .mypy_cache .ruff_cache

@@ -52,7 +52,8 @@ class Section(BaseModel):
     title: str
     # evidence kinds: abstract|introduction|study_area|methods|results|discussion|conclusions|other;
     # non-evidence kinds (evidence=False): front_matter|references|acknowledgements|
-    # author_contributions|funding|competing_interests|supplementary|data_availability|captions
+    # author_contributions|funding|competing_interests|supplementary|data_availability|captions|
+    # footnotes|tables
     kind: str
     start: int
     end: int

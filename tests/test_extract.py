@@ -140,7 +140,11 @@ def test_join_wrapped_uses_document_vocabulary() -> None:
     vocab = Vocabulary(["the sea-ice edge moved", "sea-ice cover", "temperature rose"])
     assert join_wrapped("the sea-", "ice edge", vocab) == "the sea-ice edge"
     assert join_wrapped("the tempera-", "ture rose", vocab) == "the temperature rose"
-    assert join_wrapped("CO2-", "Rich waters", vocab) == "CO2- Rich waters"
+    # a compound broken at its own hyphen keeps the hyphen and gains no space
+    assert join_wrapped("CO2-", "Rich waters", vocab) == "CO2-Rich waters"
+    assert join_wrapped("near Ny-", "Ålesund (78°55′N)", vocab) == "near Ny-Ålesund (78°55′N)"
+    assert join_wrapped("in 1990-", "2000 the", vocab) == "in 1990-2000 the"
+    assert join_wrapped("a dash -", "Then", vocab) == "a dash - Then"
     assert join_wrapped("end of line", "next line", vocab) == "end of line next line"
 
 
@@ -350,3 +354,51 @@ def test_cli_extract_text_json(tmp_path: Path, two_column: tuple[PaperSource, by
     assert failed.exit_code == 1 and "not_pdf" in failed.output
     missing = CliRunner().invoke(app, ["extract-text", str(tmp_path / "nope.pdf")])
     assert missing.exit_code == 2
+
+
+def test_two_column_headings_in_the_body_font(tmp_path: Path) -> None:
+    """The issue's case: headings ("1. Introduction", "References") set in the body font and
+    size on lines of their own, no larger and not bold, in two columns."""
+    import arcticqa.cli.text  # noqa: F401  (registers the commands)
+    from arcticqa.cli.app import app
+
+    paper = _paper(paragraphs_per_section=3).model_copy(update={"references": [
+        "Tundrastein A. 1999. Imaginary snow. Journal of Fictional Glaciology 12, 45–67.",
+        f"{REFERENCE_SENTENCE} in 2019. Polar Biol. 42, 1–10.",
+    ]})
+    pdf = tmp_path / "body-headings.pdf"
+    render_paper_pdf(paper, pdf, columns=2, running_header=HEADER, body_headings=True)
+    with pymupdf.open(pdf) as doc:  # the fixture really sets headings like body text
+        sizes = {round(s["size"], 1) for page in doc for b in page.get_text("dict")["blocks"]
+                 for ln in b.get("lines", ()) for s in ln["spans"]
+                 if s["text"].strip() in ("1. Introduction", "References", "Abstract")}
+        fonts = {s["font"] for page in doc for b in page.get_text("dict")["blocks"]
+                 for ln in b.get("lines", ()) for s in ln["spans"] if s["text"].strip() == "4. Results"}
+    assert sizes == {9.0} and not any("bold" in f.lower() for f in fonts), (sizes, fonts)
+    result = CliRunner().invoke(app, ["extract-text", str(pdf), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    kinds = [s["kind"] for s in payload["sections"]]
+    for kind in ("abstract", "introduction", "study_area", "results", "discussion", "conclusions", "references"):
+        assert kind in kinds, (kind, [s["title"] for s in payload["sections"]])
+    assert [s["title"] for s in payload["sections"] if s["kind"] == "results"] == ["4. Results"]
+    assert "no abstract heading found" not in payload["warnings"]
+    for span in payload["spans"]:
+        assert "Tundrastein" not in span["text"] and REFERENCE_SENTENCE not in span["text"]
+        assert not re.search(r"\b\d\. (Introduction|Results|Discussion)\b", span["text"]), span["text"]
+    # every body paragraph is still whole in one section
+    doc = extract_document(pdf.read_bytes())
+    for section in paper.sections:
+        for para in section.paragraphs:
+            assert any(_flat(para)[:80] in sp.text for sp in doc.spans), _flat(para)[:80]
+
+
+def test_roman_initial_in_the_front_matter_is_not_a_section() -> None:
+    """"V. Petrov" set bold above the abstract is an author, not section V: the affiliation
+    under it must stay front matter, out of the evidence."""
+    body = "Snow depth was measured at twelve stakes along the transect every week. " * 4
+    paper = PaperSource(title="V. Petrov", authors=["Geophysical Institute, Fairbanks, AK, USA"],
+                        sections=[PaperSection(heading="1. Introduction", paragraphs=[body])])
+    doc = extract_document(render_paper_pdf(paper, columns=2))
+    assert [s.kind for s in doc.sections][:2] == ["front_matter", "introduction"]
+    assert not any("Fairbanks" in sp.text for sp in doc.spans)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import random
+import re
+from pathlib import Path
+
 import pytest
 
 from arcticqa.geo.coordinates import parse_coordinates
@@ -145,3 +150,77 @@ def test_offsets_point_at_the_written_text() -> None:
 
 def test_longitude_alone_is_not_a_site() -> None:
     assert parse_coordinates("the transect along 30°E").coordinates == []
+
+
+# --- degree look-alikes: equivalent rewrites must parse the same -------------------------------
+_LOOKALIKES = ["º", "˚", "◦", "∘", "⁰", "ᵒ"]
+
+
+def _values(text: str) -> list[tuple[float, float | None]]:
+    return [(round(c.lat, 6), None if c.lon is None else round(c.lon, 6)) for c in parse_coordinates(text).coordinates]
+
+
+def test_every_degree_lookalike_reads_as_a_degree_on_generated_points() -> None:
+    rng = random.Random(16)
+    for _ in range(300):
+        lat_d, lat_m = rng.randint(0, 89), rng.randint(0, 59)
+        lon_d, lon_m = rng.randint(0, 179), rng.randint(0, 59)
+        ns, ew = rng.choice("NS"), rng.choice("EW")
+        sep = rng.choice(["", " "])
+        form = rng.choice([
+            "{a}°{sep}{am}′{ns}, {b}°{sep}{bm}′{ew}",
+            "{a}°{am}'{ns} {b}°{bm}'{ew}",
+            "{a}.{am}°{sep}{ns}, {b}.{bm}°{sep}{ew}",
+            "{ns} {a}°{am}′, {ew} {b}°{bm}′",
+        ])
+        text = "Samples were taken at " + form.format(a=lat_d, am=f"{lat_m:02d}", b=lon_d, bm=f"{lon_m:02d}",
+                                                     ns=ns, ew=ew, sep=sep) + " in April."
+        expected = _values(text)
+        assert len(expected) == 1, text
+        for mark in _LOOKALIKES:
+            assert _values(text.replace("°", mark)) == expected, (mark, text)
+
+
+def test_degree_lookalikes_on_the_published_items(arcticqa_v1: Path) -> None:
+    """On text nobody here wrote, writing each ° as a look-alike changes no parse, and the
+    extractor's line normalisation maps every look-alike after a number back to °."""
+    from arcticqa.text.clean import normalise_line
+
+    texts = []
+    for line in (arcticqa_v1 / "items.jsonl").read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        texts += [item["question"], item.get("question_context") or "", item["gold_answer"],
+                  *(d["text"] for d in item["distractors"])]
+    with_degrees = [t for t in texts if re.search(r"\d\s?°", t)]
+    assert with_degrees
+    for text in texts:
+        parsed = parse_coordinates(text)
+        for mark in ("◦", "∘", "˚", "º"):
+            rewritten = text.replace("°", mark)
+            again = parse_coordinates(rewritten)
+            assert _values(rewritten) == _values(text), (mark, text)
+            assert [r.reason for r in again.rejected] == [r.reason for r in parsed.rejected], (mark, text)
+            if text in with_degrees and not re.search(r"\D°", text):
+                assert normalise_line(rewritten) == normalise_line(text), (mark, text)
+
+
+def test_impossible_coordinates_are_reported_not_dropped() -> None:
+    from arcticqa.papers import PaperRecord
+    from arcticqa.stages.eligibility import assess
+
+    decision = assess(PaperRecord(paperId="x", abstract="Samples were collected at 95°N, 200°E in April."))
+    assert {w.rule_id for w in decision.warnings} == {"eligibility.impossible_coordinate"}
+    assert any("95°N" in w.message and "beyond ±90°" in w.message for w in decision.warnings)
+    # a refused non-coordinate ("−2.4 W m⁻²": a minus sign with a hemisphere letter) is not reported
+    quiet = assess(PaperRecord(paperId="x", abstract="Flux was −2.4 W m⁻² at Ny-Ålesund (78.92°N, 11.93°E)."))
+    assert not quiet.warnings and quiet.decision == "eligible"
+
+
+def test_impossible_coordinates_never_reported_on_the_published_items(arcticqa_v1: Path) -> None:
+    from arcticqa.papers import PaperRecord
+    from arcticqa.stages.eligibility import impossible_coordinates
+
+    for line in (arcticqa_v1 / "items.jsonl").read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        text = " ".join([item["question"], item.get("question_context") or ""])
+        assert impossible_coordinates(None, PaperRecord(paperId="x", abstract=text)) == [], text

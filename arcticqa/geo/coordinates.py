@@ -48,10 +48,13 @@ class CoordinateParse(BaseModel):
     rejected: list[RejectedCoordinate]
 
 
-# Degree marks seen in PDFs: degree sign, masculine ordinal and ring-above (OCR/font swaps).
-_DEG = r"(?:\s?[°º˚]|\s?deg(?:rees?|s)?\.?(?![A-Za-z])|d(?=\s*\d))"
+# Degree marks seen in PDFs: the degree sign and its look-alikes — masculine ordinal and ring
+# above (OCR/font swaps), LaTeX's $^\circ$ (white bullet ◦ or ring operator ∘), superscript zero
+# and the modifier letter small o (word processors' raised "o").
+_DEGREE_MARKS = "°º˚◦∘⁰ᵒ"
+_DEG = rf"(?:\s?[{_DEGREE_MARKS}]|\s?deg(?:rees?|s)?\.?(?![A-Za-z])|d(?=\s*\d))"
 _MIN = r"(?:[′'’´ʹ]|\s?min\.?(?![A-Za-z])|m(?![A-Za-z]))"
-_SEC = r"(?:[″\"”ʺ]|''|’’|\s?sec\.?(?![A-Za-z])|s(?![A-Za-z]))"
+_SEC = r"(?:[″\"”ʺ]|''|’’|′′|\s?sec\.?(?![A-Za-z])|s(?![A-Za-z]))"
 _NUM = r"\d{1,3}(?:[.,]\d+)?"
 _SMALL = r"\d{1,2}(?:[.,]\d+)?"
 _SIGN = r"[-−+]"
@@ -65,7 +68,7 @@ def _angle(p: str) -> str:
 
 
 _HEM_AFTER = r"\s*(?P<hem>[NSEW])(?![A-Za-z])"
-_LEFT = r"(?<![\w.°'’′\-−])(?<!\d[.,])"
+_LEFT = rf"(?<![\w.{_DEGREE_MARKS}'’′\-−])(?<!\d[.,])"
 
 # "78–80°N", "78°–80°N", "78°N–80°N", "66°33′–67°N", "from 78 to 80° N"
 _RANGE_RE = re.compile(

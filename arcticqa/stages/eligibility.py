@@ -42,6 +42,7 @@ __all__ = [
     "SiteExtractorReply",
     "LLMSiteExtraction",
     "find_sites",
+    "impossible_coordinates",
     "judge_sites",
     "decide_eligibility",
     "extract_sites_llm",
@@ -72,6 +73,8 @@ R_UNLOCATED = rule("eligibility.site_unlocated",
 R_REFINED = rule("eligibility.region_refined_by_site",
                   "a straddling region or large feature made precise by a study site inside it; not used")
 R_NO_SITE = rule("eligibility.no_site_found", "no primary study site found")
+R_IMPOSSIBLE = rule("eligibility.impossible_coordinate",
+                    "text written as a coordinate that cannot be one (e.g. latitude beyond 90°); not used")
 R_LAB = rule("eligibility.lab_or_model_only", "laboratory or model-only study with no Arctic site")
 R_MIXED = rule("eligibility.mixed_sites", "some primary study sites are Arctic and some are not")
 R_UNCERTAIN = rule("eligibility.uncertain_sites", "some primary study sites cannot be placed on either side")
@@ -273,6 +276,22 @@ def find_sites(document: Document | None, paper: PaperRecord,
                 # without a longitude, the named sea next to it is the only way to place it
                 region_hint=place.region if place is not None and c.lon is None else None,
                 primary=primary, doc_start=doc_start))
+    return out
+
+
+_ANGLE_MARK = re.compile(r"[°º˚◦∘⁰ᵒ′'’″]|\bdeg|\blat|\blon", re.IGNORECASE)
+
+
+def impossible_coordinates(document: Document | None, paper: PaperRecord) -> list[Rejection]:
+    """Warnings for coordinates the parser refused (``95°N, 200°E``), so a paper whose only
+    coordinates are impossible says so instead of a bare "no site found"."""
+    out: list[Rejection] = []
+    for piece in _pieces(document, paper):
+        for r in parse_coordinates(piece.text).rejected:
+            if not _ANGLE_MARK.search(r.text):
+                continue  # "−2.4 W m⁻²" was refused as a coordinate, but nobody wrote it as one
+            out.append(R_IMPOSSIBLE.reject(f"{r.text!r} in {piece.span_id} ({piece.section}): {r.reason}",
+                                           span_id=piece.span_id, text=r.text, reason=r.reason))
     return out
 
 
@@ -662,7 +681,7 @@ def assess(paper: PaperRecord, document: Document | None = None,
     """Deterministic sites plus (optionally) the role's checked sites, decided by the policy."""
     pol = policy if policy is not None else load_eligibility_policy()
     sites = find_sites(document, paper, pol)
-    warnings: list[Rejection] = []
+    warnings: list[Rejection] = impossible_coordinates(document, paper)
     if isinstance(llm_sites, LLMSiteExtraction):
         sites += llm_sites.sites
         warnings += llm_sites.rejections

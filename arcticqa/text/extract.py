@@ -1,10 +1,12 @@
 """PDF bytes → :class:`arcticqa.evidence.Document`: the extraction machinery behind the stage.
 
 Steps: open with PyMuPDF (status on failure, never an exception), read each page's ``"dict"``
-text with ligature preservation off, drop running headers/footers and page numbers, put lines
-in reading order (column detection), rebuild paragraphs (continuing across columns and pages),
-rejoin line-wrap hyphens, detect headings and section kinds, move captions to their own
-non-evidence section, then cut evidence paragraphs into sentence-complete spans and chunks.
+text with ligature preservation off (exponents joined in their Unicode normal form), drop
+running headers/footers and page numbers, put lines in reading order (column detection, drop
+caps), rebuild paragraphs (continuing across columns, pages and floats), rejoin line-wrap
+hyphens, score headings and name section kinds, cut references by heading or by the shape of
+the list, move captions, footnotes and table/figure text to their own non-evidence sections,
+then cut evidence paragraphs into sentence-complete spans and chunks (docs/fulltext.md).
 
 Limits: a page cap checked before any page is read, and a time limit checked *between* pages
 (and once after layout) — a single pathological page can overrun it, because MuPDF cannot be
@@ -16,6 +18,7 @@ of a few hundred KiB can otherwise take gigabytes and minutes inside one call.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,9 +29,26 @@ from pydantic import BaseModel, Field
 
 from arcticqa.evidence import Chunk, Document, Section, Span, chunk_id_for, sha256_text, span_id_for
 from arcticqa.text.clean import Vocabulary, join_wrapped
-from arcticqa.text.layout import Block, Line, build_blocks, page_lines, reading_order, remove_running_lines
-from arcticqa.text.sections import CAPTION_START, classify_heading, split_inline_heading
-from arcticqa.text.spans import pack_chunks, pack_spans
+from arcticqa.text.layout import (
+    Block,
+    Line,
+    build_blocks,
+    join_drop_caps,
+    page_lines,
+    reading_order,
+    remove_running_lines,
+)
+from arcticqa.text.sections import (
+    CAPTION_START,
+    NON_EVIDENCE_LINE,
+    classify_heading,
+    heading_words,
+    looks_like_reference,
+    numbering_of,
+    split_inline_heading,
+    split_run_in_heading,
+)
+from arcticqa.text.spans import pack_chunks, pack_spans, sentence_bounds
 
 __all__ = ["ExtractionLimits", "extract_pdf_bytes", "TEXT_FLAGS", "PDF_MAGIC"]
 
@@ -37,6 +57,7 @@ __all__ = ["ExtractionLimits", "extract_pdf_bytes", "TEXT_FLAGS", "PDF_MAGIC"]
 TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES & ~pymupdf.TEXT_PRESERVE_IMAGES
 PDF_MAGIC = b"%PDF-"
 _CLOSING = (".", "!", "?", ":", ";", "\"", "”", "»", ")", "]")
+_FOOTNOTE_MARK = re.compile(r"^[∗*†‡§¶⁰¹²³⁴⁵⁶⁷⁸⁹]")
 
 
 class ExtractionLimits(BaseModel):
@@ -69,6 +90,18 @@ class _Section:
     kind: str
     evidence: bool
     paragraphs: list[_Paragraph] = field(default_factory=list)
+    #: a title the extractor gave (references found by their shape): shown, never put in the text
+    inferred_title: bool = False
+
+
+@dataclass
+class _Elements:
+    """A document's blocks sorted by what they are."""
+
+    flow: list[tuple[str, list[Line]]] = field(default_factory=list)  # ("heading"|"para", lines)
+    captions: list[list[Line]] = field(default_factory=list)
+    footnotes: list[list[Line]] = field(default_factory=list)
+    tables: list[list[Line]] = field(default_factory=list)
 
 
 def _is_memory_error(exc: BaseException) -> bool:
@@ -190,13 +223,70 @@ def _body_size(pages: list[list[Line]]) -> float:
 
 
 def _is_heading(block: Block, body: float) -> bool:
-    text = " ".join(ln.text for ln in block.lines)
+    """A heading stands apart from body text by several signs, scored together: a known section
+    name, numbering (``3.``, ``3.1``, ``IV.``, ``B.``), bold, a larger size, italics, capitals,
+    a line of its own; a sentence's full stop or a run of figures counts against it."""
+    text = heading_words(" ".join(ln.text for ln in block.lines))
     if len(block.lines) > 3 or len(text) > 140 or not text[:1].isupper() and not text[:1].isdigit():
+        return False
+    if text.endswith((",", ";")):
         return False
     if classify_heading(text).kind is not None and len(block.lines) <= 2:
         return True
-    styled = all(ln.bold for ln in block.lines) or block.first.size >= 1.08 * body
-    return styled and not text.endswith((",", ";"))
+    if all(ln.bold for ln in block.lines) or block.first.size >= 1.08 * body:
+        return True  # styled: the long-standing rule, kept for every layout that relies on it
+    style, _level, cut = numbering_of(text)
+    rest = text[cut:]
+    if style is None or not rest[:1].isupper() or sum(ch.isdigit() for ch in rest) > 4:
+        return False
+    score = {"digits": 2, "roman": 2, "letter": 1}[style]
+    score += len(block.lines) == 1
+    score += all(ln.italic for ln in block.lines)
+    score += sum(ch.isupper() for ch in rest) > 0.8 * sum(ch.isalpha() for ch in rest)
+    score -= 2 * text.endswith((".", "!", "?"))
+    return score >= 3
+
+
+def _is_float_text(block: Block, typical_width: float) -> bool:
+    """Table cells and figure labels: a block whose lines are all short pieces (``0.12``,
+    ``April 2019``), or most of whose lines share their row with another line."""
+    lines = block.lines
+    if all(ln.x1 - ln.x0 < 0.4 * typical_width for ln in lines):
+        text = lines[-1].text
+        pieces = not lines[0].text[:1].islower() and not text.endswith(_CLOSING[:3])
+    else:
+        same_row = sum(1 for a, b in zip(lines, lines[1:], strict=False) if abs(a.y1 - b.y1) < 1.5)
+        short = sum(len(ln.text) for ln in lines) < 25 * len(lines)
+        pieces = len(lines) >= 3 and same_row >= len(lines) / 2 and short
+    # a justified reference entry also comes as pieces on one row
+    return pieces and not looks_like_reference(lines[0].text + " " + " ".join(ln.text for ln in lines[1:4]))
+
+
+def _footnote_blocks(blocks: list[Block], body: float, height: float) -> set[int]:
+    """Ids of the blocks that are footnotes: at the foot of a column, below its body text, in a
+    smaller font (IEEE's ``\\thanks``, elsarticle's corresponding-author note, numbered notes)."""
+    found: set[int] = set()
+    columns: list[list[Block]] = []
+    for block in blocks:
+        if block.column_start or not columns:
+            columns.append([])
+        columns[-1].append(block)
+    for column in columns:
+        run: list[Block] = []
+        above: Block | None = None  # what the run sits under
+        for block in reversed(column):
+            if (block.first.size > 0.92 * body or block.first.y0 < 0.55 * height
+                    or CAPTION_START.match(block.first.text)):
+                above = block
+                break
+            run.append(block)
+        if (above is None or above.first.size <= 0.92 * body or _is_heading(above, body)
+                or any(looks_like_reference(b.first.text) for b in run)):
+            # small print that fills the column or follows a heading is a reference list (or
+            # other back matter), not notes under body text: only marked notes are footnotes
+            run = [b for b in run if _FOOTNOTE_MARK.match(b.first.text)]
+        found.update(id(b) for b in run)
+    return found
 
 
 def _paragraph(lines: list[Line], vocabulary: Vocabulary) -> _Paragraph:
@@ -208,69 +298,135 @@ def _paragraph(lines: list[Line], vocabulary: Vocabulary) -> _Paragraph:
     return _Paragraph(text, pages)
 
 
-def _elements(pages: list[list[Line]], widths: list[float], body: float
-              ) -> tuple[list[tuple[str, list[Line]]], list[list[Line]]]:
-    """(kind, lines) for headings and paragraphs in reading order, and the caption blocks."""
-    elements: list[tuple[str, list[Line]]] = []
-    captions: list[list[Line]] = []
+def _elements(pages: list[list[Line]], widths: list[float], heights: list[float], body: float) -> _Elements:
+    """Headings and paragraphs in reading order; captions, footnotes and float text aside."""
+    out = _Elements()
     column_break = False
-    for lines, width in zip(pages, widths, strict=True):
-        for block in build_blocks(reading_order(lines, width)):
+    label_only = False  # the last caption was a bare "Table 1": its words are the next block
+    for lines, width, height in zip(pages, widths, heights, strict=True):
+        blocks = build_blocks(reading_order(join_drop_caps(lines), width))
+        footnotes = _footnote_blocks(blocks, body, height)
+        wide = sorted(ln.x1 - ln.x0 for ln in lines if len(ln.text) > 40)
+        typical_width = wide[len(wide) // 2] if wide else width / 2
+        for block in blocks:
             column_break = column_break or block.column_start
             first = block.first.text
+            if label_only and len(block.lines) <= 4 and not _is_heading(block, body):
+                out.captions[-1] = out.captions[-1] + block.lines
+                label_only = False
+                continue
+            label_only = False
             if CAPTION_START.match(first):
-                captions.append(block.lines)
+                out.captions.append(block.lines)
+                label_only = len(block.lines) == 1 and not first.rstrip().endswith((".", ":", "|"))
+                continue
+            if id(block) in footnotes or NON_EVIDENCE_LINE.match(first):
+                out.footnotes.append(block.lines)
                 continue
             if _is_heading(block, body):
-                elements.append(("heading", block.lines))
+                out.flow.append(("heading", block.lines))
                 column_break = False
                 continue
-            previous = elements[-1] if elements else None
+            if _is_float_text(block, typical_width):
+                out.tables.append(block.lines)
+                continue
+            previous = out.flow[-1] if out.flow else None
             continues = (previous is not None and previous[0] == "para" and column_break
                          and block.first.size == previous[1][-1].size
                          and (not previous[1][-1].text.endswith(_CLOSING) or first[:1].islower()))
             if continues and previous is not None:
                 previous[1].extend(block.lines)
             else:
-                elements.append(("para", list(block.lines)))
+                out.flow.append(("para", list(block.lines)))
             column_break = False
-    return elements, captions
+    return out
 
 
-def _sections(elements: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> list[_Section]:
+# an affiliation list is long and has full stops too, but its towns must not become evidence
+_AFFILIATION = re.compile(r"@|\b(?:Universit\w*|Institut\w*|Department|Laboratory|Faculty)\b")
+_SECOND_ENTRY = re.compile(r"\s\[\d{1,3}\]\s+\S")
+
+
+def _starts_reference_list(paras: list[_Paragraph | None], i: int) -> bool:
+    """A reference list with no heading found: this paragraph and the next are entries (or this
+    one holds two, or it is the last paragraph of the paper)."""
+    para = paras[i]
+    text = para.text if para is not None else ""
+    if not looks_like_reference(text):
+        return False
+    following = paras[i + 1] if i + 1 < len(paras) else None
+    return (i + 1 == len(paras) or _SECOND_ENTRY.search(text) is not None
+            or following is not None and looks_like_reference(following.text))
+
+
+def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> list[_Section]:
     sections = [_Section("", "front_matter", False)]
     recognised = False
-    for kind, lines in elements:
-        if kind == "para":
-            para = _paragraph(lines, vocabulary)
-            inline = split_inline_heading(para.text) if not recognised else None
-            if inline is not None:
-                title, rest = inline
-                cut = len(para.text) - len(rest)
-                sections.append(_Section(title, "abstract", True, [
-                    _Paragraph(rest, [(max(0, o - cut), p) for o, p in para.pages])]))
-                recognised = True
-                continue
-            sections[-1].paragraphs.append(para)
-            continue
-        title = " ".join(ln.text for ln in lines)
-        info = classify_heading(title)
+    top_style: tuple[float, bool, bool, bool] | None = None  # how this paper sets a known top-level heading
+
+    def style_of(lines: list[Line]) -> tuple[float, bool, bool, bool]:
+        first = lines[0]
+        return first.size, first.bold, first.italic, first.text.isupper()
+
+    def open_section(title: str, lines: list[Line] | None) -> None:
+        nonlocal recognised, top_style
+        info = classify_heading(heading_words(title))
         current = sections[-1]
         if info.kind is not None:
             sections.append(_Section(title, info.kind, info.evidence))
             recognised = True
+            if lines is not None and info.level == 1:
+                top_style = style_of(lines)
+        elif recognised and lines is not None and not info.numbered and top_style == style_of(lines) \
+                and current.evidence:
+            # unnumbered, unknown, but set like the paper's known top-level headings ("BOREHOLE
+            # AND DATA" between "INTRODUCTION" and "RESULTS"): a section of its own
+            sections.append(_Section(title, "other", True))
         elif not recognised:
-            if info.numbered:
+            # only digits: in the front matter "V. Petrov" is an author, not section V
+            if numbering_of(title)[0] == "digits":
                 sections.append(_Section(title, "other", True))
                 recognised = True
-            else:  # the paper's title or a bold line of the front matter
+            elif lines is not None:  # the paper's title or a bold line of the front matter
                 current.paragraphs.append(_paragraph(lines, vocabulary))
         elif info.numbered and info.level == 1 and current.evidence:
             sections.append(_Section(title, "other", True))
         else:  # a sub-heading keeps the kind of the section it belongs to
             sections.append(_Section(title, current.kind, current.evidence))
+
+    paras = [_paragraph(lines, vocabulary) if kind == "para" else None for kind, lines in flow]
+    for i, (_kind, lines) in enumerate(flow):
+        para = paras[i]
+        if para is None:
+            open_section(" ".join(ln.text for ln in lines), lines)
+            continue
+        inline = split_inline_heading(para.text) if not recognised else None
+        run_in = split_run_in_heading(para.text, lines[0].styled_lead) if inline is None else None
+        if inline is not None or run_in is not None:
+            title, rest = inline or run_in  # type: ignore[misc]
+            cut = len(para.text) - len(rest)
+            para = _Paragraph(rest, [(max(0, o - cut), p) for o, p in para.pages])
+            if inline is not None:
+                sections.append(_Section(title, "abstract", True))
+                recognised = True
+            else:
+                open_section(title, None)
+        current = sections[-1]
+        if current.evidence and current.kind != "front_matter" and _starts_reference_list(paras, i):
+            sections.append(_Section("References (found by the shape of the list)", "references",
+                                     False, inferred_title=True))
+        sections[-1].paragraphs.append(para)
     if not recognised:
         sections[0].kind, sections[0].evidence = "other", True
+    elif not any(s.kind == "abstract" for s in sections) and sections[0].paragraphs:
+        # revtex and others print the abstract with no heading: the front matter's last
+        # paragraph, when it reads like prose, is the abstract
+        last = sections[0].paragraphs[-1]
+        if (len(last.text) >= 200 and last.text.endswith(".") and len(sentence_bounds(last.text)) >= 2
+                and not _AFFILIATION.search(last.text)):
+            sections[0].paragraphs.pop()
+            sections.insert(1, _Section("Abstract (no heading in the PDF)", "abstract", True, [last],
+                                        inferred_title=True))
     return [s for s in sections if s.paragraphs or s.title]
 
 
@@ -279,11 +435,13 @@ def _assemble(sha: str, pages: list[list[Line]], widths: list[float], heights: l
     pages, removed = remove_running_lines(pages, heights)
     body = _body_size(pages)
     vocabulary = Vocabulary(ln.text for lines in pages for ln in lines)
-    elements, caption_blocks = _elements(pages, widths, body)
-    sections = _sections(elements, vocabulary)
-    if caption_blocks:
-        sections.append(_Section("Figure and table captions", "captions", False,
-                                 [_paragraph(b, vocabulary) for b in caption_blocks]))
+    elements = _elements(pages, widths, heights, body)
+    sections = _sections(elements.flow, vocabulary)
+    for title, kind, blocks in (("Figure and table captions", "captions", elements.captions),
+                                ("Footnotes and notes", "footnotes", elements.footnotes),
+                                ("Table and figure text", "tables", elements.tables)):
+        if blocks:
+            sections.append(_Section(title, kind, False, [_paragraph(b, vocabulary) for b in blocks]))
 
     parts: list[str] = []
     cursor = 0
@@ -302,7 +460,7 @@ def _assemble(sha: str, pages: list[list[Line]], widths: list[float], heights: l
         return start
 
     for section in sections:
-        sec_start = emit(section.title) if section.title else None
+        sec_start = emit(section.title) if section.title and not section.inferred_title else None
         section_spans: list[Span] = []
         for para in section.paragraphs:
             p_start = emit(para.text)
@@ -341,7 +499,8 @@ def _assemble(sha: str, pages: list[list[Line]], widths: list[float], heights: l
         warnings.append("no body sections recognised")
     stats = {"chars": len(text), "evidence_chars": sum(s.end - s.start for s in out_sections if s.evidence),
              "spans": len(spans), "chunks": len(chunks), "sections": len(out_sections),
-             "captions": len(caption_blocks), "running_lines_removed": removed,
+             "captions": len(elements.captions), "footnotes": len(elements.footnotes),
+             "float_text_blocks": len(elements.tables), "running_lines_removed": removed,
              "body_font_size": body}
     return Document(sha256=sha, status="ok", text=text, sections=out_sections, spans=spans,
                     chunks=chunks, warnings=warnings, stats=stats)

@@ -22,14 +22,23 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from arcticqa.text.clean import normalise_line
+from arcticqa.text.clean import SCRIPT_CHARS, normalise_line, script_text
+from arcticqa.text.sections import classify_heading, heading_words, numbering_of
 
-__all__ = ["Line", "Block", "page_lines", "remove_running_lines", "reading_order", "build_blocks"]
+__all__ = ["Line", "Block", "page_lines", "remove_running_lines", "reading_order", "build_blocks",
+           "join_drop_caps"]
 
-_BOLD_FLAG, _ITALIC_FLAG = 16, 2
+_BOLD_FLAG, _ITALIC_FLAG, _SUPERSCRIPT_FLAG = 16, 2, 1
 _MARGIN_SHARE = 0.08
-_PAGE_NUMBER = re.compile(r"^(?:page\s*)?[\divxlc]{1,5}(?:\s*(?:of|/)\s*\d{1,5})?$", re.IGNORECASE)
+# "12", "iv", "Page 3 of 10", AGU's "–2–"
+_PAGE_NUMBER = re.compile(r"^[–—-]?\s*(?:page\s*)?[\divxlc]{1,5}(?:\s*(?:of|/)\s*\d{1,5})?\s*[–—-]?$",
+                          re.IGNORECASE)
+_MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+# a date alone in the margin ("December 3, 2026", "3 March 2025", "2025-03-03")
+_MARGIN_DATE = re.compile(rf"^(?:{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}|\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}"
+                          r"|\d{4}-\d{2}-\d{2})$", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
+_MARKS = SCRIPT_CHARS + "∗*†‡§¶"  # footnote marks after a sentence's full stop
 _CLOSING = tuple(".!?:;\"'”»)]")
 
 
@@ -46,6 +55,8 @@ class Line:
     bold: bool
     italic: bool
     page: int  # 1-based
+    #: characters at the start set in bold or italics when the rest is not (a run-in heading)
+    styled_lead: int = 0
 
 
 @dataclass
@@ -77,24 +88,101 @@ def page_lines(page_dict: dict[str, Any], page_number: int) -> tuple[list[Line],
                 rotated += 1  # margin stamps ("Downloaded from …") and rotated table headers
                 continue
             spans = [s for s in ln.get("spans", ()) if s.get("text")]
-            text = normalise_line("".join(s["text"] for s in spans))
-            if not text:
+            if not spans:
                 continue
             main = max(spans, key=lambda s: len(s["text"].strip()))
+            raw = spans[0]["text"] if len(spans) == 1 else _join_spans(spans, main)
+            text = normalise_line(raw)
+            if not text or len(text) >= 6 and text.count(text[0]) == len(text):
+                continue  # nothing, or a rule or curve drawn with one repeated glyph
             visible = [s for s in spans if s["text"].strip()]
-            bold = all(s["flags"] & _BOLD_FLAG or "bold" in s["font"].lower() for s in visible)
-            italic = all(s["flags"] & _ITALIC_FLAG or "italic" in s["font"].lower()
-                         or "oblique" in s["font"].lower() for s in visible)
+            styles = [_is_bold(s) for s in visible]
+            slants = [_is_italic(s) for s in visible]
+            lead = 0
+            if len(visible) > 1 and not all(styles) and not all(slants):
+                flags = styles if styles[0] else slants
+                styled = "".join(s["text"] for s, f in zip(visible, _leading(flags), strict=False) if f)
+                lead = len(normalise_line(styled)) if styled.strip() else 0
             x0, y0, x1, y1 = ln["bbox"]
-            lines.append(Line(text, x0, y0, x1, y1, round(float(main["size"]), 1), bold, italic,
-                              page_number))
+            lines.append(Line(text, x0, y0, x1, y1, round(float(main["size"]), 1), all(styles),
+                              all(slants), page_number, lead))
     return lines, rotated
+
+
+def _is_bold(span: dict[str, Any]) -> bool:
+    return bool(span["flags"] & _BOLD_FLAG) or "bold" in span["font"].lower()
+
+
+def _is_italic(span: dict[str, Any]) -> bool:
+    font = span["font"].lower()
+    return bool(span["flags"] & _ITALIC_FLAG) or "italic" in font or "oblique" in font
+
+
+def _leading(flags: list[bool]) -> list[bool]:
+    """Only the first run of True counts: ``[T, T, F, T]`` → ``[T, T, F, F]``."""
+    out, inside = [], True
+    for f in flags:
+        inside = inside and f
+        out.append(inside)
+    return out
+
+
+def _join_spans(spans: list[dict[str, Any]], main: dict[str, Any]) -> str:
+    """One line's text with raised and lowered runs in the exponent/index normal form.
+
+    A run set smaller than the line's main text and moved off its baseline is a superscript
+    (``m`` + ``−2`` → ``m⁻²``) or a subscript (``CO`` + ``2`` → ``CO₂``), joined to the token
+    before it, never left as a detached ``−1``.
+    """
+    size = float(main["size"]) or 1.0
+    base = float(main.get("origin", (0.0, 0.0))[1])
+    pieces: list[str] = []
+    for sp in spans:
+        text = sp["text"]
+        if float(sp["size"]) < 0.9 * size and text.strip():
+            shift = float(sp.get("origin", (0.0, base))[1]) - base
+            raised = shift < -0.12 * size or bool(sp["flags"] & _SUPERSCRIPT_FLAG)
+            if raised or shift > 0.08 * size:
+                before = "".join(pieces)
+                script = script_text(text, raised, before.rstrip())
+                if script is not None:
+                    if before.endswith(" ") and before.strip() and not before.rstrip()[-1:].isdigit():
+                        pieces = [before.rstrip()]  # "yr −1" in the PDF is "yr⁻¹"
+                    pieces.append(script + (" " if text.endswith(" ") else ""))
+                    continue
+        pieces.append(text)
+    return "".join(pieces)
+
+
+def join_drop_caps(lines: list[Line]) -> list[Line]:
+    """Put a drop cap (a single large capital beside the first lines of a paragraph, IEEE's
+    ``T`` + ``HE …``) back in front of the line it starts, so it is neither a heading nor a
+    section of its own."""
+    if not lines:
+        return lines
+    sizes = sorted(ln.size for ln in lines)
+    typical = sizes[len(sizes) // 2]
+    caps = [ln for ln in lines if len(ln.text) == 1 and ln.text.isupper() and ln.size >= 1.8 * typical]
+    if not caps:
+        return lines
+    drop: set[int] = set()
+    for cap in caps:
+        beside = [ln for ln in lines if ln is not cap and cap.x1 - 1 <= ln.x0 <= cap.x1 + 2 * typical
+                  and cap.y0 - 1 <= (ln.y0 + ln.y1) / 2 <= cap.y1 + 1]
+        if not beside:
+            continue
+        first = min(beside, key=lambda ln: ln.y0)
+        first.text = cap.text + first.text  # x0 stays: the lines beside the cap share its indent
+        drop.add(id(cap))
+    return [ln for ln in lines if id(ln) not in drop]
 
 
 def remove_running_lines(pages: list[list[Line]], heights: list[float]) -> tuple[list[list[Line]], int]:
     """Drop running headers/footers and page numbers; returns the pages and the count dropped."""
     def in_margin(line: Line, height: float) -> bool:
-        return line.y1 <= height * _MARGIN_SHARE or line.y0 >= height * (1 - _MARGIN_SHARE)
+        # by the line's middle: a footer's ascenders may reach just above the margin
+        middle = (line.y0 + line.y1) / 2
+        return middle <= height * _MARGIN_SHARE or middle >= height * (1 - _MARGIN_SHARE)
 
     def key(line: Line) -> str:
         return _DIGITS.sub("#", line.text.lower())
@@ -105,17 +193,28 @@ def remove_running_lines(pages: list[list[Line]], heights: list[float]) -> tuple
     threshold = max(2, int(0.4 * len(pages) + 0.999))
     kept_pages: list[list[Line]] = []
     removed = 0
-    for lines, height in zip(pages, heights, strict=True):
+    for index, (lines, height) in enumerate(zip(pages, heights, strict=True)):
         kept = []
         for ln in lines:
             if in_margin(ln, height) and (
-                    _PAGE_NUMBER.match(ln.text) or (len(pages) >= 2 and seen[key(ln)] >= threshold
-                                                    and len(ln.text) <= 200)):
+                    _PAGE_NUMBER.match(ln.text) or _MARGIN_DATE.match(ln.text)
+                    or (len(pages) >= 2 and seen[key(ln)] >= threshold and len(ln.text) <= 200)
+                    or (index > 0 and _lone_header(ln, lines, height))):
                 removed += 1
                 continue
             kept.append(ln)
         kept_pages.append(kept)
     return kept_pages, removed
+
+
+def _lone_header(line: Line, lines: list[Line], height: float) -> bool:
+    """A header printed once (a two-page paper's short title on its second page): in the top
+    margin, not a sentence's end, and standing apart from the text below it."""
+    if (line.y1 > height * _MARGIN_SHARE or len(line.text) > 100
+            or line.text.rstrip().endswith(_CLOSING[:3])):
+        return False
+    below = [ln.y0 for ln in lines if ln.y0 > line.y1 and ln.x0 < line.x1 and line.x0 < ln.x1]
+    return not below or min(below) - line.y1 > 0.8 * (line.y1 - line.y0)
 
 
 def _gaps(intervals: list[tuple[float, float]], min_gap: float) -> list[tuple[float, float]]:
@@ -158,6 +257,14 @@ def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
     band_gap = 0.3 * statistics.median(heights)
     bands = _split(lines, _gaps([(ln.y0, ln.y1) for ln in lines], band_gap), "y")
     groups: list[tuple[list[Line], bool]] = []  # (lines, multi-column)
+    # the gutter between the body columns, from lines of a column's width (when the page has
+    # them): a band joins the group above only while their shared gap is that gutter, so a
+    # heading under a two-box title block is not read as part of the boxes' columns
+    column_lines = [ln for ln in lines if 0.3 * page_width <= ln.x1 - ln.x0 <= 0.5 * page_width]
+    if len(column_lines) >= 6:  # justified body lines share one width; an affiliation line does not
+        usual = statistics.median(ln.x1 - ln.x0 for ln in column_lines)
+        column_lines = [ln for ln in column_lines if abs(ln.x1 - ln.x0 - usual) <= 0.03 * page_width]
+    body_gutters = _gutters(column_lines, col_gap) if len(column_lines) >= 6 else []
     for band in bands:
         band_cols = bool(_gutters(band, col_gap))
         if groups:
@@ -166,7 +273,9 @@ def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
             if not multi and not band_cols:
                 groups[-1] = (union, False)
                 continue
-            if _gutters(union, col_gap):
+            shared = _gutters(union, col_gap)
+            if shared and (not body_gutters or any(g[0] < b[1] and b[0] < g[1]
+                                                   for g in shared for b in body_gutters)):
                 groups[-1] = (union, True)
                 continue
         groups.append((list(band), band_cols))
@@ -184,6 +293,23 @@ def _body_pitch(columns: list[list[Line]]) -> float:
     pitches = [b.y1 - a.y1 for col in columns for a, b in zip(col, col[1:], strict=False)
                if 0 < b.y1 - a.y1 < 3 * max(a.size, 1.0)]
     return statistics.median(pitches) if pitches else 0.0
+
+
+def _heading_line(line: Line, width: float) -> bool:
+    """A line that can be a whole heading set in the body font: short, not a sentence's end,
+    and a known section name, numbered (``3.``, ``2.1``, ``IV.``) or a styled ``B.`` title."""
+    text = line.text
+    if line.x1 - line.x0 > 0.75 * width or len(text) > 100 or text.endswith((",", ";", ")")):
+        return False
+    if text.endswith("."):  # "Results." alone on its line; any other full stop ends a sentence
+        return classify_heading(heading_words(text)).kind is not None
+    style, _level, cut = numbering_of(text)
+    if style is None:
+        return classify_heading(heading_words(text)).kind is not None
+    rest = text[cut:]
+    if not rest[:1].isupper() or sum(ch.isdigit() for ch in rest) > 4:
+        return False
+    return style != "letter" or line.italic or line.bold or rest.isupper()
 
 
 def build_blocks(columns: list[list[Line]]) -> list[Block]:
@@ -206,6 +332,10 @@ def build_blocks(columns: list[list[Line]]) -> list[Block]:
                 or (line.x0 - left > max(4.0, 0.018 * width) and prev.x0 - left <= 1.0
                     and step > 0)
                 or (prev.x1 < left + 0.6 * width and prev.text.endswith(_CLOSING[:3]))
+                # a heading in the body font on a line of its own
+                or (prev.x1 < left + 0.8 * width and _heading_line(prev, width))
+                or ((prev.text.rstrip(_MARKS).endswith(_CLOSING[:3]) or line.italic != prev.italic)
+                    and line.x1 < left + 0.8 * width and _heading_line(line, width))
             )
             if new:
                 blocks.append(current)

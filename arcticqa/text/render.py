@@ -197,10 +197,13 @@ class _Typesetter:
 
 
 def _typeset_section(ts: _Typesetter, section: PaperSection, *, size: float = _BODY_SIZE,
-                     lead: float = _BODY_LEAD) -> None:
-    ts.paragraph(section.heading, font="hebo", size=10.0, lead=12.0, skip_before=_HEAD_SKIP)
-    for para in section.paragraphs:
-        ts.paragraph(para, size=size, lead=lead)
+                     lead: float = _BODY_LEAD, body_headings: bool = False) -> None:
+    if body_headings:  # the body font and size, no gap to its paragraph: only the words tell
+        ts.paragraph(section.heading, size=_BODY_SIZE, lead=_BODY_LEAD)
+    else:
+        ts.paragraph(section.heading, font="hebo", size=10.0, lead=12.0, skip_before=_HEAD_SKIP)
+    for i, para in enumerate(section.paragraphs):
+        ts.paragraph(para, size=size, lead=lead, skip_before=0.0 if body_headings and i == 0 else _PARA_SKIP)
     for caption in section.captions:
         ts.figure(caption)
 
@@ -208,10 +211,12 @@ def _typeset_section(ts: _Typesetter, section: PaperSection, *, size: float = _B
 def render_paper_pdf(paper: PaperSource, path: Path | str | None = None, *, columns: int = 1,
                      running_header: str | None = None, page_numbers: bool = True,
                      abstract_heading: str = "Abstract", references_heading: str = "References",
-                     repeat: int = 1) -> bytes:
+                     repeat: int = 1, body_headings: bool = False) -> bytes:
     """Typeset ``paper`` and return the PDF bytes; also write them to ``path`` when given.
 
     ``repeat`` typesets the body sections that many times (for page-count benchmarks).
+    ``body_headings`` sets every heading (abstract and references too) in the body font and
+    size on a line of its own, as many journals do, instead of bold.
     """
     if columns not in (1, 2, 3):
         raise ValueError("columns must be 1, 2 or 3")
@@ -221,19 +226,20 @@ def render_paper_pdf(paper: PaperSource, path: Path | str | None = None, *, colu
     if paper.authors:
         ts.paragraph(", ".join(paper.authors), size=10.0, lead=13.0, full_width=True, center=True)
     if paper.abstract:
-        ts.paragraph(abstract_heading, font="hebo", size=10.0, lead=12.0, full_width=True,
-                     skip_before=_HEAD_SKIP + 4)
-        ts.paragraph(paper.abstract, full_width=True)
+        if body_headings:
+            ts.paragraph(abstract_heading, full_width=True, skip_before=_HEAD_SKIP + 4)
+        else:
+            ts.paragraph(abstract_heading, font="hebo", size=10.0, lead=12.0, full_width=True,
+                         skip_before=_HEAD_SKIP + 4)
+        ts.paragraph(paper.abstract, full_width=True, skip_before=0.0 if body_headings else _PARA_SKIP)
     ts.advance(12.0)
     ts.start_columns()
     sections: Sequence[PaperSection] = list(paper.sections) * max(1, repeat)
-    for section in sections:
-        _typeset_section(ts, section)
-    for section in paper.back_matter:
-        _typeset_section(ts, section)
+    for section in [*sections, *paper.back_matter]:
+        _typeset_section(ts, section, body_headings=body_headings)
     if paper.references:
         _typeset_section(ts, PaperSection(heading=references_heading, paragraphs=paper.references),
-                         size=8.0, lead=10.0)
+                         size=8.0, lead=10.0, body_headings=body_headings)
     data = ts.finish(running_header, paper.venue, page_numbers)
     if path is not None:
         target = Path(path)

@@ -1,7 +1,8 @@
-"""Section headings: recognising them and naming their kind.
+"""Section headings and reference entries: recognising them and naming their kind.
 
 A heading's kind comes from its words (English and Russian names of the usual sections),
-ignoring numbering such as ``2.``, ``3.1`` or ``IV.``. Back matter (references,
+ignoring numbering such as ``2.``, ``3.1``, ``IV.`` or ``B.`` and letter-spacing
+(``A B S T R A C T``). Back matter (references,
 acknowledgements, author contributions, funding, competing interests, supplementary material,
 data availability) is not evidence. A heading with an unknown name inherits the kind of the
 section it sits in when it is a numbered sub-heading (``2.3 Ice cores`` inside Methods) or an
@@ -20,15 +21,20 @@ __all__ = [
     "split_inline_heading",
     "is_known_heading",
     "CAPTION_START",
+    "NON_EVIDENCE_LINE",
+    "heading_words",
+    "looks_like_reference",
+    "split_run_in_heading",
 ]
 
 EVIDENCE_KINDS = ("abstract", "introduction", "study_area", "methods", "results", "discussion",
                   "conclusions", "other")
 NON_EVIDENCE_KINDS = ("front_matter", "references", "acknowledgements", "author_contributions",
                       "funding", "competing_interests", "supplementary", "data_availability",
-                      "captions")
+                      "captions", "footnotes", "tables")
 
-_NUMBERING = re.compile(r"^(?:(\d+(?:\.\d+)*)\.?|([IVX]+)\.|([A-H])[.)])\s+(?=\S)")
+_NUMBERING = re.compile(r"^(?:(\d{1,2}(?:\.\d{1,2})*)\.?|([IVX]{1,5})\.|([A-H])[.)])\s+(?=\S)")
+_LETTER_SPACED = re.compile(r"^(?:\w ){3,}\w$")
 
 # Ordered: the first pattern that matches the whole (lower-cased, unnumbered) heading wins.
 _KIND_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -58,12 +64,33 @@ _KIND_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 _COMPILED = tuple((kind, re.compile(rf"(?:{pattern})", re.IGNORECASE)) for kind, pattern in _KIND_PATTERNS)
 
-#: a figure/table caption starts like "Figure 3.", "Fig. 2:", "Table 1 |", "Рис. 4."
+#: a figure/table caption starts like "Figure 3.", "Fig. 2:", "Table 1 |", "Рис. 4."; or its label
+#: stands alone on a line (IEEE's "TABLE I", cas-dc's "Table 1") and the caption follows
 CAPTION_START = re.compile(
-    r"^(?:fig(?:ure)?\.?|table|tab\.|рис(?:унок)?\.?|таблица)\s*[A-Z]?\d+[a-z]?\s*[.:|—–-]",
+    r"^(?:(?:fig(?:ure)?\.?|table|tab\.|рис(?:унок)?\.?|таблица)\s*[A-Z]?\d+[a-z]?\s*[.:|—–-]"
+    r"|(?:fig(?:ure)?\.?|table|рис(?:унок)?\.?|таблица)\s*(?:[A-Z]?\d+[a-z]?|[IVX]{1,5})$)",
     re.IGNORECASE)
 
-_INLINE = re.compile(r"^(abstract|summary|аннотация)\s*[.:—–-]\s+(?=\S)", re.IGNORECASE)
+#: lines that are never study evidence wherever they stand: corresponding-author and e-mail
+#: notes, ORCIDs, "Preprint submitted to", IEEE's "Manuscript received", keyword lists (the
+#: towns of affiliation notes must not become study sites)
+NON_EVIDENCE_LINE = re.compile(
+    r"^[∗*†‡§¶]?\s*(?:corresponding\s+authors?\b|e-?mail(?:\s+address(?:es)?)?\s*:|preprint\s+submitted\s+to\b"
+    r"|manuscript\s+received\b|(?:received|accepted|published)\s*:?\s*\d|orcid|https?://orcid"
+    r"|(?:digital\s+object\s+identifier|doi)\s*:?\s*10\.|key\s?words\s*[:—–-]|index\s+terms\s*[:—–-])",
+    re.IGNORECASE)
+
+_INLINE = re.compile(r"^(abstract|summary|аннотация)\s*(?:[.:]\s+|[—–-]\s*)(?=\S)", re.IGNORECASE)
+_RUN_IN_END = re.compile(r"[\s.:—–-]+$")
+
+# A reference entry: "[12] A. Surname, …"; "12. Surname, A. …" or "12. A. Surname …";
+# "Surname, A. B., …" or "Surname A. 1999."
+_INITIALS = r"(?:[A-Z]\.\s?-?){1,3}"
+_SURNAME = r"[A-Z][^\W\d_]+(?:[-' ][A-Z][^\W\d_]+)?"
+_REF_BRACKET = re.compile(r"^\[\d{1,3}\]\s*\S")
+_REF_AUTHOR = re.compile(rf"^(?:\d{{1,3}}\.\s+)?(?:{_SURNAME},?\s+{_INITIALS}[,\s(]|{_INITIALS}\s?{_SURNAME}[,\s])")
+_YEAR = re.compile(r"(?<!\d)(?:1[89]|20)\d{2}[a-z]?(?!\d)")
+_AUTHOR_ANYWHERE = re.compile(rf"{_INITIALS}\s?{_SURNAME}|{_SURNAME},\s{_INITIALS}")
 
 
 class HeadingInfo:
@@ -81,17 +108,33 @@ class HeadingInfo:
         return f"HeadingInfo(kind={self.kind!r}, level={self.level}, numbered={self.numbered})"
 
 
+def heading_words(text: str) -> str:
+    """``"A B S T R A C T"`` → ``"ABSTRACT"``; other text unchanged."""
+    return text.replace(" ", "") if _LETTER_SPACED.match(text) else text
+
+
+def numbering_of(title: str) -> tuple[str | None, int, int]:
+    """(``"digits"``/``"roman"``/``"letter"`` or ``None``, level, length of the numbering)."""
+    m = _NUMBERING.match(title)
+    if not m:
+        return None, 1, 0
+    if m.group(1):
+        return "digits", m.group(1).count(".") + 1, m.end()
+    if m.group(2):
+        return "roman", 1, m.end()
+    return "letter", 2, m.end()
+
+
 def classify_heading(title: str) -> HeadingInfo:
     """Kind, level and numbering of a heading's text."""
-    text = title.strip()
+    text = heading_words(title.strip())
     level, numbered = 1, False
-    m = _NUMBERING.match(text)
-    if m:
-        # only digits count as numbering: "A." and "V." are as likely to be author initials
-        numbered = bool(m.group(1))
-        if m.group(1):
-            level = m.group(1).count(".") + 1
-        text = text[m.end():]
+    style, depth, cut = numbering_of(text)
+    if style is not None:
+        # only digits and Roman numerals start a section: "A." is as likely an author's initial
+        numbered = style in ("digits", "roman")
+        level = depth
+        text = text[cut:]
     words = re.sub(r"[\s:.]+$", "", text).strip().lower()
     words = re.sub(r"\s+", " ", words)
     for kind, pattern in _COMPILED:
@@ -105,8 +148,34 @@ def is_known_heading(title: str) -> bool:
 
 
 def split_inline_heading(text: str) -> tuple[str, str] | None:
-    """``"Abstract. We measured…"`` → ``("Abstract", "We measured…")``; otherwise ``None``."""
+    """``"Abstract. We measured…"`` or IEEE's ``"Abstract—We…"`` → ``("Abstract", "We…")``."""
     m = _INLINE.match(text)
     if not m:
         return None
     return m.group(1), text[m.end():]
+
+
+def split_run_in_heading(text: str, styled_lead: int) -> tuple[str, str] | None:
+    """A heading run into its paragraph: ``"Results. The mean …"`` whose first ``styled_lead``
+    characters are set in bold or italics → ``("Results", "The mean …")`` when the styled words
+    are a known section name or a numbered title; otherwise ``None``."""
+    if not 0 < styled_lead < min(len(text), 100):
+        return None
+    title = _RUN_IN_END.sub("", text[:styled_lead])
+    rest = text[styled_lead:].lstrip(" .:—–-")
+    if not title or not rest or not (rest[:1].isupper() or rest[:1].isdigit()):
+        return None
+    info = classify_heading(title)
+    if info.kind is None and not info.numbered:
+        return None
+    return title, rest
+
+
+def looks_like_reference(text: str) -> bool:
+    """Whether a paragraph has the shape of a reference-list entry: ``[n]`` with a year or an
+    author, or an author (``Surname, I.`` / ``I. Surname``, optionally numbered ``n.``) with a year
+    near the start. A body sentence has neither shape."""
+    head = text[:300]
+    if _REF_BRACKET.match(head):
+        return bool(_YEAR.search(head) or _AUTHOR_ANYWHERE.search(head[:80]))
+    return bool(_REF_AUTHOR.match(head) and _YEAR.search(head[:150]))
