@@ -8,20 +8,27 @@ goes to a temporary sibling first and is renamed into place, so a failure leaves
 it was. Files are created 0666 and folders 0777, less the user's umask (0644/0755 under the
 usual 022), not the 0600/0700 of the temporary-file functions. An ``OSError`` becomes one
 :class:`OutputError` line naming the path.
+
+User-supplied text that lands in an output is made inert here too: :func:`csv_cell` for every
+CSV cell (spreadsheet formulas), :func:`md_text` / :func:`md_code` for Markdown.
 """
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from arcticqa.errors import OutputError
 
-__all__ = ["check_file_target", "check_folder_target", "write_file", "write_folder", "os_errors"]
+__all__ = ["check_file_target", "check_folder_target", "write_file", "write_folder", "os_errors", "csv_cell",
+           "md_text", "md_code"]
 
 _TMP_PREFIX = ".arcticqa-tmp-"  # short: the temporary name must fit wherever the final one fits
 
@@ -179,3 +186,33 @@ def _install(staging: Path, target: Path) -> None:
         backup.unlink()
     else:
         shutil.rmtree(backup, ignore_errors=True)  # does not follow symlinks inside
+
+
+# -- text that goes into outputs ------------------------------------------------------------
+#: a cell starting with one of these is a formula to Excel, LibreOffice and Google Sheets
+#: (OWASP "CSV injection"): ``=cmd|' /C calc'!A0``, ``@SUM(1+1)*cmd|…``, ``+m2``
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+#: Markdown's inline syntax characters, and the table-cell separator
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]{}|~])")
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell as a spreadsheet will show it, never run it: text that starts like a formula gets a
+    leading ``'`` (OWASP's advice); numbers such as ``-0.015000`` are left alone (not formulas)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def md_text(value: Any) -> str:
+    """User-supplied text (a model label, a prompt variant) for a Markdown table cell: HTML is
+    escaped (``<script>`` shows as text), Markdown syntax and ``|`` are backslash-escaped, and
+    line breaks, which would end the table row, become spaces."""
+    text = html.escape(str(value), quote=False)
+    return " ".join(_MARKDOWN_SPECIAL.sub(r"\\\1", text).split())
+
+
+def md_code(value: Any) -> str:
+    """User-supplied text as a Markdown code span (a file name): backticks cannot close it early."""
+    return "`" + " ".join(str(value).replace("`", "'").split()) + "`"

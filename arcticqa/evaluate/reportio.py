@@ -13,16 +13,18 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arcticqa.outputs import check_folder_target, write_folder
+from arcticqa.outputs import check_folder_target, csv_cell, md_code, md_text, write_folder
 
-__all__ = ["REPORT_FILES", "check_report_folder", "csv_text", "f6", "write_report_folder"]
+__all__ = ["REPORT_FILES", "check_report_folder", "csv_cell", "csv_text", "f6", "md_code", "md_text",
+           "write_report_folder"]
 
 
 def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Every CSV the evaluator writes: one header, ``\\n`` line ends, formula text neutralised."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerow([csv_cell(v) for v in header])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
     return buffer.getvalue()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from arcticqa.errors import ConfigError, InputError, StageError
-from arcticqa.outputs import check_folder_target, write_folder
+from arcticqa.outputs import check_folder_target, md_code, md_text, write_folder
 from arcticqa.release.conditions import build_conditions
 from arcticqa.release.funnel import funnel_figure_bytes
 from arcticqa.release.jsonio import item_json, json_bytes, jsonl_bytes
@@ -41,11 +41,6 @@ _OWN = frozenset({*RELEASE_FILES, "MANIFEST.json"})
 _RELEASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-def _md(value: Any) -> str:
-    # table cells: a pipe or newline in a model name must not break the table
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
 def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCounts,
                 roster: Mapping[str, list[str]], include_evidence: bool, dataset_license: str,
                 citation: str | None, code_version: str, config_hash: str,
@@ -55,7 +50,8 @@ def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCou
 
     env = Environment(loader=PackageLoader("arcticqa.release", "templates"),
                       undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-    env.filters["md"] = _md
+    env.filters["md"] = md_text
+    env.filters["md_code"] = md_code
     return env.get_template("card.md.j2").render(
         release_id=release_id, counts=counts, funnel=funnel, roster=dict(sorted(roster.items())),
         include_evidence=include_evidence, dataset_license=dataset_license, citation=citation,
