@@ -259,3 +259,20 @@ def test_export_refuses_an_empty_release_unless_allow_empty(inputs: dict[str, Pa
     allowed = CliRunner().invoke(app, [*args, "--allow-empty"])
     assert allowed.exit_code == 0, allowed.output
     assert (out / "items.jsonl").read_bytes() == b"" and (out / "MANIFEST.json").is_file()
+
+
+@pytest.mark.parametrize("inside", ["release/my-notes.txt", "evaluation/my-draft.md", "my-notes.txt"])
+def test_demo_rerun_refuses_a_user_file_in_its_folders(tmp_path: Path, inside: str) -> None:
+    from arcticqa.demo.run import _config_text
+
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    (demo / "demo.toml").write_text(_config_text(demo), encoding="utf-8")  # an earlier demo run's folder
+    (demo / inside).parent.mkdir(exist_ok=True)
+    (demo / inside).write_text("mine\n", encoding="utf-8")
+    before = _snapshot(tmp_path)
+    for overwrite in ([], ["--overwrite"]):
+        result = CliRunner().invoke(app, ["demo", "--out", str(demo), "--orchestrator", "local", *overwrite])
+        assert result.exit_code == 2, result.output
+        assert Path(inside).name in result.stderr and "did not write" in result.stderr
+    assert _snapshot(tmp_path) == before
