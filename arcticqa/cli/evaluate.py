@@ -252,21 +252,19 @@ def run_command(
     import asyncio
     import os
 
-    from arcticqa.evaluate.reportio import check_report_folder
-
-    if out is not None:  # before any model is paid for
-        check_report_folder(out, overwrite=overwrite)
-
     from arcticqa.config import DEFAULT_CONFIG_NAME
     from arcticqa.errors import ConfigError
     from arcticqa.evaluate.conditions import load_items, load_prompt
     from arcticqa.evaluate.protocols import get_entry
     from arcticqa.evaluate.records import load_store_responses
     from arcticqa.evaluate.report import build_report, write_report
+    from arcticqa.evaluate.reportio import check_report_folder
     from arcticqa.evaluate.runner import run_evaluation, run_protocol
     from arcticqa.evaluate.settings import load_evaluate_settings
     from arcticqa.store.db import make_engine
 
+    if out is not None:  # before any model is paid for
+        check_report_folder(out, overwrite=overwrite)
     path = config or (Path(os.environ["ARCTICQA_CONFIG"]) if os.environ.get("ARCTICQA_CONFIG")
                       else Path(DEFAULT_CONFIG_NAME))
     settings = load_evaluate_settings(path)

@@ -26,7 +26,7 @@ from arcticqa.errors import InputError
 from arcticqa.evaluate.outcomes import Condition, ShownOption
 from arcticqa.evaluate.promptfile import read_prompt_file
 from arcticqa.release.conditions import distractor_option_id
-from arcticqa.release.jsonio import iter_jsonl
+from arcticqa.release.jsonio import iter_jsonl, shown
 
 __all__ = [
     "DEFAULT_PROMPT_PATH",
@@ -145,7 +145,7 @@ def load_items(path: Path | str) -> list[EvalItem]:
             raise InputError("need four distractors with rank 0-3 and text", path=name, line=line_no,
                              field="distractors")
         if row["item_id"] in items:
-            raise InputError(f"duplicate item_id {row['item_id']!r}", path=name, line=line_no,
+            raise InputError(f"duplicate item_id {shown(row['item_id'])}", path=name, line=line_no,
                              field="item_id")
         context = row.get("question_context") or ""
         if not isinstance(context, str):

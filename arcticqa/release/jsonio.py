@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from arcticqa.errors import InputError
 
-__all__ = ["MAX_LINE_BYTES", "MAX_JSON_DEPTH", "nesting_depth", "shown", "identifier", "decode_json", "item_json", "jsonl_bytes", "json_bytes", "iter_jsonl", "iter_jsonl_lenient",
-           "load_json"]
+__all__ = ["MAX_LINE_BYTES", "MAX_JSON_DEPTH", "nesting_depth", "shown", "identifier", "decode_json", "item_json",
+           "jsonl_bytes", "json_bytes", "iter_jsonl", "iter_jsonl_lenient", "load_json"]
 
 #: a line longer than this is refused before it is decoded (an item with evidence is < 1 MB)
 MAX_LINE_BYTES = 8 * 1024 * 1024
