@@ -34,6 +34,7 @@ __all__ = [
     "PolicyFiles",
     "Settings",
     "load_settings",
+    "read_toml",
     "DEFAULT_CONFIG_NAME",
 ]
 
@@ -267,6 +268,23 @@ def _load_dotenv(path: Path | str | None) -> None:
     _DOTENV.update({k: v for k, v in dotenv_values(env_path).items() if v is not None})
 
 
+def read_toml(path: Path) -> dict[str, Any]:
+    """A config file's TOML table; every way it can be unreadable is one :class:`ConfigError`."""
+    if not path.exists():
+        raise ConfigError(f"{path}: config file not found")
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a config file")
+    try:
+        raw = path.read_bytes()
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: invalid UTF-8 at byte {exc.start}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
 def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
     """Load settings from ``path`` (or ``$ARCTICQA_CONFIG``, or ``./arcticqa.toml`` if present).
 
@@ -280,12 +298,7 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
             path = DEFAULT_CONFIG_NAME
     toml_path = Path(path) if path is not None else None
     if toml_path is not None:
-        if not toml_path.exists():
-            raise ConfigError(f"{toml_path}: config file not found")
-        try:
-            tomllib.loads(toml_path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{toml_path}: invalid TOML: {exc}") from exc
+        read_toml(toml_path)
     Settings._toml_path = toml_path
     try:
         settings = Settings(**overrides)

@@ -11,6 +11,7 @@ __all__ = [
     "ArcticQAError",
     "ConfigError",
     "InputError",
+    "OutputError",
     "StoreError",
     "LLMError",
     "LLMTransportError",
@@ -45,6 +46,12 @@ class InputError(ArcticQAError):
         prefix = f"{where}: " if where else ""
         suffix = f" (field '{field}')" if field else ""
         super().__init__(f"{prefix}{message}{suffix}")
+
+
+class OutputError(InputError):
+    """An output target cannot be written: it holds work arcticqa did not write (and no
+    ``--overwrite``), or the operating system refused (read-only, name too long, not a folder,
+    disk full). Names the path."""
 
 
 class StoreError(ArcticQAError):

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from arcticqa.config import load_settings
+from arcticqa.errors import OutputError
 from arcticqa.llm.local_server import FakeOpenAIServer
 from arcticqa.store.store import Store
 from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
@@ -166,15 +167,15 @@ def test_disk_full_during_export_leaves_the_target_untouched(tmp_path: Path,
         return real_write(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", full_disk)
-    with pytest.raises(OSError) as info:
+    with pytest.raises(OutputError, match="No space left on device") as info:  # one line, exit 2
         export([make_item(1), make_item(2)], target, overwrite=True)
-    assert info.value.errno == errno.ENOSPC
+    assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == errno.ENOSPC
     monkeypatch.undo()
     assert _tree(tmp_path / "out") == before  # the old release as it was, no temp folder left
     fresh = tmp_path / "fresh"
     monkeypatch.setattr(Path, "write_bytes", full_disk)
     written.clear()
-    with pytest.raises(OSError):
+    with pytest.raises(OutputError, match="No space left on device"):
         export([make_item(1)], fresh / "release")
     monkeypatch.undo()
     assert not (fresh / "release").exists() and list(fresh.iterdir()) == []
@@ -195,10 +196,10 @@ def test_export_to_a_really_full_tmpfs_is_atomic(tmp_path: Path) -> None:
         small = export([make_item(1)], mount / "release")
         before = _tree(mount)
         big = "x" * 4000  # many items with long evidence: more than 256 KiB in all
-        with pytest.raises(OSError) as info:
+        with pytest.raises(OutputError, match="No space left on device") as info:
             export([make_item(i, evidence_text=f"{big} {i}") for i in range(1, 90)], small, overwrite=True,
                    include_evidence=True)
-        assert info.value.errno == errno.ENOSPC
+        assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == errno.ENOSPC
         assert _tree(mount) == before
     finally:
         subprocess.run(["umount", str(mount)], check=False)

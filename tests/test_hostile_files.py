@@ -14,6 +14,7 @@ import io
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -97,6 +98,10 @@ JSONL_CASES: list[tuple[str, Callable[[bytes], bytes], int, str]] = [
     ("wrong_type_model", lambda b: _jsonl(_set(2, model={"name": "m1"})(_rows())), 3, "'model'"),
     ("extra_field", lambda b: _jsonl(_set(4, surprise=1)(_rows())), 5, "'surprise'"),
     ("not_an_object", lambda b: b + b"[1, 2]\n", 7, "expected a JSON object"),
+    ("nested_100000_deep", lambda b: b + b"[" * 100_000 + b"\n", 7, "JSON nested deeper than 100 levels"),
+    ("control_character", lambda b: b.replace(b'"stop"', b'"st\x01op"', 1), 1,
+     "invalid JSON: Invalid control character at column"),
+    ("nul_in_model_id", lambda b: _jsonl(_set(0, model="m\x001")(_rows())), 1, "control character U+0000"),
     ("huge_line", lambda b: b + b'{"item_id": "' + b"x" * HUGE + b'"}\n', 7, "longer than"),
 ]
 
@@ -115,10 +120,19 @@ def test_hostile_jsonl_responses(tmp_path: Path, name: str, edit: Callable[[byte
 
 
 CSV_CASES: list[tuple[str, Callable[[bytes], bytes], int, str]] = [
-    # cut inside a quoted reply: the strict reader refuses the unterminated quote
+    # cut inside a quoted reply: the last line has no newline
     ("truncated_quote", lambda b: b.rstrip(b"\n") + b'\nt9,q9,m1,M,answer_absent,1,a,b,c,d,e,E,,E,"The answer is',
-     8, "malformed CSV"),
-    ("truncated_row", lambda b: b + b"t9,q9,m1,M,answer_absent,1,a,b\n", 8, "missing"),
+     8, "truncated line"),
+    ("unterminated_quote", lambda b: b + b't9,q9,m1,M,answer_absent,1,a,b,c,d,e,E,,E,"The answer is\n', 8,
+     "malformed CSV"),
+    # cut inside the last field (no quotes), or mid-row: accepted with None cells before
+    ("cut_in_last_field", lambda b: b[:-8], 7, "truncated line"),
+    ("cut_mid_row", lambda b: b[:-60], 7, "truncated line"),
+    ("truncated_row", lambda b: b + b"t9,q9,m1,M,answer_absent,1,a,b\n", 8, "fewer values than columns (8 of 22)"),
+    ("empty_file", lambda b: b"", 1, "empty file"),
+    ("nul_in_model_id", lambda b: b.replace(b",m1,", b",m\x001,", 1), 2, "control character U+0000"),
+    ("escape_in_label", lambda b: b.replace(b"Model 1", b"Model \x1b[31m1", 1), 2, "control character U+001B"),
+    ("5000_digit_trial", lambda b: _csv(_set(1, trial="9" * 5000)(_rows())), 3, "characters)"),
     ("invalid_utf8", lambda b: b.replace(b",q2,", b",q\xff2,", 1), 4, "invalid UTF-8"),
     ("duplicate_cell", lambda b: b + b.splitlines(keepends=True)[1], 8, "second response"),
     ("wrong_type_trial", lambda b: _csv(_set(1, trial="one")(_rows())), 3, "'trial'"),
@@ -137,8 +151,19 @@ def test_hostile_csv_responses(tmp_path: Path, name: str, edit: Callable[[bytes]
     code, output = _report(path, out)
     assert code == 2, output
     assert "InputError" in output and f"responses.csv:{line}" in output and message in output, output
+    assert len(output) < 400, output  # an echoed value is cut, not printed whole
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["responses.csv"]
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    plain, marked = tmp_path / "plain.csv", tmp_path / "marked.csv"
+    plain.write_bytes(_csv(_rows()))
+    marked.write_bytes(b"\xef\xbb\xbf" + _csv(_rows()))
+    code, output = _report(marked, tmp_path / "marked")
+    assert code == 0, output
+    assert _report(plain, tmp_path / "plain")[0] == 0
+    assert (tmp_path / "marked" / "metrics.csv").read_bytes() == (tmp_path / "plain" / "metrics.csv").read_bytes()
 
 
 # --- validate-release: the other files of a release ------------------------------------------
@@ -153,6 +178,9 @@ RELEASE_CASES: list[tuple[str, str, Callable[[bytes], bytes], str]] = [
      "items.jsonl:4"),
     ("conditions_truncated", "conditions.jsonl", lambda b: b[:-30], "conditions.jsonl:6"),
     ("conditions_invalid_utf8", "conditions.jsonl", lambda b: b"\xff" + b, "conditions.jsonl:1"),
+    ("items_nested_100000_deep", "items.jsonl", lambda b: b + b"[" * 100_000 + b"\n", "items.jsonl:4"),
+    ("conditions_nested_100000_deep", "conditions.jsonl", lambda b: b"{" + b'"a":{' * 50_000 + b"\n" + b,
+     "conditions.jsonl:1"),
     ("conditions_extra_field", "conditions.jsonl", lambda b: b.replace(b"{", b'{"surprise": 1, ', 1),
      "conditions.jsonl:1"),
     ("manifest_invalid_utf8", "MANIFEST.json", lambda b: b.replace(b"{", b"{\xff", 1), "MANIFEST.json"),
@@ -203,3 +231,58 @@ def test_a_prompt_file_that_is_not_a_json_object_names_the_file(tmp_path: Path, 
     with pytest.raises(InputError, match="expected a JSON object") as info:
         load[loader](bad)
     assert str(bad) in str(info.value)
+
+
+# --- the other readers of untrusted files: one line, exit 2 ---------------------------------
+
+def _one_line(result: Any) -> str:
+    assert result.exit_code == 2, (result.output, result.exception)
+    message = result.stderr.strip()
+    assert "\n" not in message and "Traceback" not in message, message
+    return message
+
+
+def test_deep_nesting_is_refused_by_every_json_reader(tmp_path: Path) -> None:
+    release = export([make_item(1)], tmp_path / "rel")
+    deep = tmp_path / "deep.jsonl"
+    deep.write_bytes(b"[" * 100_000 + b"\n")
+    prompt = tmp_path / "prompt.json"
+    prompt.write_bytes(b"[" * 100_000)
+    config = tmp_path / "arcticqa.toml"
+    config.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "s.db"}"\n', encoding="utf-8")
+    for args in (["evaluate", "policies", "--items", str(deep), "--out", str(tmp_path / "a"),
+                  "--db", "sqlite:///:memory:"],
+                 ["evaluate", "score", "--protocol", "arcticabstain", "--items", str(release / "items.jsonl"),
+                  "--responses", str(deep), "--out", str(tmp_path / "b")],
+                 ["evaluate", "report", "--responses", str(deep), "--out", str(tmp_path / "c")],
+                 ["export", "--prompt", str(prompt), "--out", str(tmp_path / "d"), "-c", str(config)]):
+        message = _one_line(runner.invoke(app, args))
+        assert "nested deeper than 100 levels" in message, (args, message)
+    assert not any((tmp_path / n).exists() for n in "abcd")
+
+
+def test_an_unreadable_config_file_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b'[store]\nurl = "\xff\xfe"\n')
+    assert "bad.toml: invalid UTF-8 at byte 15" in _one_line(runner.invoke(app, ["status", "-c", str(bad)]))
+    assert "is a folder, not a config file" in _one_line(runner.invoke(app, ["status", "-c", str(tmp_path)]))
+
+
+def test_a_store_url_naming_another_file_is_bad_input_and_leaves_it_alone(tmp_path: Path) -> None:
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_bytes(b"\\documentclass{article}\n" * 200)
+    config = tmp_path / "arcticqa.toml"
+    config.write_text(f'[store]\nurl = "sqlite:///{thesis}"\n', encoding="utf-8")
+    message = _one_line(runner.invoke(app, ["status", "-c", str(config)]))
+    assert "not an SQLite database" in message and str(thesis) in message
+    assert thesis.read_bytes() == b"\\documentclass{article}\n" * 200
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["arcticqa.toml", "thesis.tex"]
+
+
+def test_a_missing_release_file_is_named_once(tmp_path: Path) -> None:
+    release = export([make_item(1)], tmp_path / "rel")
+    (release / "conditions.jsonl").unlink()
+    result = runner.invoke(app, ["validate-release", str(release)])
+    assert result.exit_code == 2  # the list of problems, then the first as the error line
+    assert result.stderr.splitlines()[-1] == "error: InputError: conditions.jsonl: file is missing [release.missing_file]"
+    assert "conditions.jsonl: conditions.jsonl" not in result.stderr

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from arcticqa.cli.release import _write_text_atomic
 from arcticqa.errors import ConfigError, InputError
+from arcticqa.outputs import write_file
 from arcticqa.sources.records import parse_record, resolve_local_pdf
 from arcticqa.text.fetch import cached_pdf_path, store_pdf_bytes
 from arcticqa.text.ingest import ingest_pdfs
@@ -126,10 +126,11 @@ def test_overwrite_does_not_follow_symlinks_inside_the_old_release(tmp_path: Pat
     release = export([make_item(1)], tmp_path / "rel")
     (release / "items.jsonl").unlink()
     (release / "items.jsonl").symlink_to(victim)
-    (release / "dir-link").symlink_to(tmp_path, target_is_directory=True)
+    (release / "README.md").unlink()
+    (release / "README.md").symlink_to(tmp_path, target_is_directory=True)
     export([make_item(2)], release, overwrite=True)
-    assert victim.read_text() == "keep me\n"
-    assert not (release / "items.jsonl").is_symlink() and not (release / "dir-link").exists()
+    assert victim.read_text() == "keep me\n" and sorted(tmp_path.iterdir()) == [release, victim]
+    assert not (release / "items.jsonl").is_symlink() and not (release / "README.md").is_symlink()
 
 
 def test_audit_html_over_a_symlink_replaces_the_link_not_its_target(tmp_path: Path) -> None:
@@ -137,7 +138,7 @@ def test_audit_html_over_a_symlink_replaces_the_link_not_its_target(tmp_path: Pa
     victim.write_text("keep me\n")
     link = tmp_path / "audit.html"
     link.symlink_to(victim)
-    _write_text_atomic(link, "<html></html>\n")
+    write_file(link, "<html></html>\n", overwrite=True)
     assert victim.read_text() == "keep me\n"
     assert not link.is_symlink() and link.read_text() == "<html></html>\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.html", "victim.html"]

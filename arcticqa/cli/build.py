@@ -155,8 +155,9 @@ def build(config: ConfigOption = None, orchestrator: OrchestratorOption = Orches
 @handle_errors
 def resume(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
            retry_rejected: RetryRejected = None, batch: BatchOption = False, workers: WorkersOption = 1) -> None:
-    """Re-run, per paper, only stages that failed or never ran (finishes an interrupted
-    discovery, starts no new one). Batch API jobs a stopped build left running are polled, not resent."""
+    """Finish what a stopped or killed build started: discovery (every configured query not yet
+    done, and papers discovered but not yet added), then, per paper, only stages that failed or
+    never ran. Batch API jobs a stopped build left running are polled, not resent."""
     _run(config, resume=True, orchestrator=orchestrator, retry_rejected=retry_rejected, source=None, batch=batch,
          workers=workers)
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from arcticqa.cli.app import app, console, handle_errors
+from arcticqa.cli.app import OverwriteOption, app, console, handle_errors
 
 __all__: list[str] = []
 
@@ -20,11 +20,12 @@ def demo(
         "out/demo"),
     orchestrator: Annotated[str, typer.Option("--orchestrator", help="prefect (default) or local.")] = "prefect",
     trials: Annotated[int, typer.Option("--trials", help="Evaluation trials per condition.")] = 3,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Run the whole product offline on the bundled sample corpus (no API key needed)."""
     from arcticqa.demo.run import run_demo
 
-    result = run_demo(out, orchestrator=orchestrator, trials=trials, console=console)
+    result = run_demo(out, orchestrator=orchestrator, trials=trials, console=console, overwrite=overwrite)
     stages = result.build.get("stages", {})
     table = Table(title="build (this run)")
     cols = ("succeeded", "rejected", "failed", "skipped", "blocked")

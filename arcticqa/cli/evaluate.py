@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from arcticqa.cli.app import ConfigOption, app, console, handle_errors
+from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, handle_errors
 
 if TYPE_CHECKING:
     from arcticqa.evaluate.runner import LiveProtocol
@@ -25,7 +25,8 @@ evaluate_app = typer.Typer(help="Evaluate abstention (ArcticAbstain, Abstain-QA,
                            no_args_is_help=True)
 app.add_typer(evaluate_app, name="evaluate")
 
-OutOption = Annotated[Path, typer.Option("--out", help="Report folder (replaced as a whole).")]
+OutOption = Annotated[Path, typer.Option("--out", help="Report folder (new or empty; --overwrite replaces an "
+                                                       "earlier report there, never other files).")]
 ResamplesOption = Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples.")]
 DrawsOption = Annotated[int, typer.Option("--draws", min=1, help="Sign-flip permutation draws.")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap and permutation draws.")]
@@ -111,13 +112,17 @@ def report_command(
     thresholds: ThresholdsOption = "0,1,2,3,4",
     wrong_penalty: PenaltyOption = 1.0,
     ece_bins: BinsOption = 10,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Write TABLES.md, the CSVs, summary.json, checks.json and the figures from responses.
     Abstain-QA and Know2Guess reports are read from the store (--db); re-score files with `score`."""
     from arcticqa.errors import ConfigError
     from arcticqa.evaluate.protocols import get_entry
     from arcticqa.evaluate.report import StatsSettings, build_report, write_report
+    from arcticqa.evaluate.reportio import check_report_folder
     from arcticqa.evaluate.responses import load_published_responses, rederivation_disagreements
+
+    check_report_folder(out, overwrite=overwrite)
 
     if (responses is None) == (db is None):
         raise ConfigError("give exactly one of --responses FILE or --db URL")
@@ -167,11 +172,15 @@ def score_command(
     thresholds: ThresholdsOption = "0,1,2,3,4",
     wrong_penalty: PenaltyOption = 1.0,
     ece_bins: BinsOption = 10,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Re-score an externally produced run with the same parsers, metrics and report."""
     from arcticqa.errors import InputError
     from arcticqa.evaluate.protocols import RescoreOptions, get_entry
     from arcticqa.evaluate.report import StatsSettings, build_report, write_report
+    from arcticqa.evaluate.reportio import check_report_folder
+
+    check_report_folder(out, overwrite=overwrite)
 
     entry = get_entry(protocol)
     if not items.exists():
@@ -236,6 +245,7 @@ def run_command(
     thresholds: ThresholdsOption = "0,1,2,3,4",
     wrong_penalty: PenaltyOption = 1.0,
     ece_bins: BinsOption = 10,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Run the configured models on every item: ArcticAbstain (both conditions), or --protocol
     abstainqa / know2guess with their prompt variants (no Prefect; see the flow)."""
@@ -248,10 +258,13 @@ def run_command(
     from arcticqa.evaluate.protocols import get_entry
     from arcticqa.evaluate.records import load_store_responses
     from arcticqa.evaluate.report import build_report, write_report
+    from arcticqa.evaluate.reportio import check_report_folder
     from arcticqa.evaluate.runner import run_evaluation, run_protocol
     from arcticqa.evaluate.settings import load_evaluate_settings
     from arcticqa.store.db import make_engine
 
+    if out is not None:  # before any model is paid for
+        check_report_folder(out, overwrite=overwrite)
     path = config or (Path(os.environ["ARCTICQA_CONFIG"]) if os.environ.get("ARCTICQA_CONFIG")
                       else Path(DEFAULT_CONFIG_NAME))
     settings = load_evaluate_settings(path)
@@ -298,12 +311,15 @@ def policies_command(
     out: OutOption,
     db: Annotated[str, typer.Option("--db", help="Store URL or SQLite path.")] = "sqlite:///.arcticqa/eval-policies.db",
     trials: Annotated[int, typer.Option("--trials", min=1)] = 3,
+    overwrite: OverwriteOption = False,
 ) -> None:
     """Evaluate the built-in reference policies (always-abstain, first-option, random, oracle)
     served over a local OpenAI-compatible server, through the real runner."""
     import asyncio
 
     from arcticqa.evaluate.policies import run_reference_policies
+    from arcticqa.evaluate.reportio import check_report_folder
 
+    check_report_folder(out, overwrite=overwrite)
     paths = asyncio.run(run_reference_policies(items, out, db_url=_db_url(db), trials=trials))
     console.print(f"report written to {paths.out_dir}")

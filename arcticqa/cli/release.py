@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from arcticqa.cli.app import ConfigOption, app, console, err_console, handle_errors
+from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, err_console, handle_errors
 from arcticqa.errors import StageError
 
 __all__ = ["validate_release_cmd", "export_cmd", "audit_cmd", "funnel_cmd"]
@@ -31,21 +31,6 @@ def _call_store(config: Path | None, method: str, **kwargs: Any) -> Any:
         return getattr(store, method)(**kwargs)
     finally:
         store.close()
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @app.command("validate-release")
@@ -111,10 +96,12 @@ def export_cmd(
     include_evidence: Annotated[bool, typer.Option("--include-evidence", help="Include evidence text (check source licences).")] = False,
     require_redistributable: Annotated[bool, typer.Option("--require-redistributable", help="Leave out items whose source licence forbids sharing evidence.")] = False,
     fmt: Annotated[str, typer.Option("--format", help="jsonl (hf is not supported yet).")] = "jsonl",
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing release folder.")] = False,
+    overwrite: OverwriteOption = False,
+    allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write a release even when no item was accepted.")] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Export the accepted items as a release folder (written atomically, byte-deterministic)."""
+    """Export the accepted items as a release folder (written atomically, byte-deterministic).
+    Refuses (exit 2) a release without items unless --allow-empty."""
     from arcticqa.config import load_settings
     from arcticqa.release.jsonio import load_json
     from arcticqa.store import open_store
@@ -128,7 +115,8 @@ def export_cmd(
     try:
         path = export_from_store(store, settings, out, release_id=release_id, prompt=prompt_data,
                                  include_evidence=include_evidence,
-                                 require_redistributable=require_redistributable, fmt=fmt, overwrite=overwrite)
+                                 require_redistributable=require_redistributable, fmt=fmt, overwrite=overwrite,
+                                 allow_empty=allow_empty)
     finally:
         store.close()
     console.print(f"wrote {path}", highlight=False)
@@ -142,18 +130,22 @@ def audit_cmd(
     paper: Annotated[str | None, typer.Option("--paper", help="Only this paper id.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML report here.")] = None,
+    overwrite: OverwriteOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Rejected and needs-review papers/items with stage, rule, message and evidence."""
+    from arcticqa.outputs import check_file_target, write_file
     from arcticqa.release.audit import AuditData
 
+    if html is not None:
+        check_file_target(html, overwrite=overwrite)
     data = _call_store(config, "audit_data", stage=stage, rule=rule, paper=paper)
     if not isinstance(data, AuditData):
         raise StageError("the store's audit_data() did not return AuditData")
     if html is not None:
         from arcticqa.release.audit import render_audit_html
 
-        _write_text_atomic(html, render_audit_html(data))
+        write_file(html, render_audit_html(data), overwrite=overwrite)
         console.print(f"wrote {html}", highlight=False)
         return
     rows = data.filtered(stage=stage, rule=rule, paper=paper)
@@ -174,11 +166,15 @@ def audit_cmd(
 @handle_errors
 def funnel_cmd(
     out: Annotated[Path, typer.Option("--out", help="funnel.png or funnel.svg")],
+    overwrite: OverwriteOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Draw the PRISMA-style flow figure of the build."""
-    from arcticqa.release.funnel import render_funnel
+    from arcticqa.outputs import check_file_target
+    from arcticqa.release.funnel import funnel_format, render_funnel
 
+    funnel_format(out)
+    check_file_target(out, overwrite=overwrite)
     funnel = _call_store(config, "funnel_counts")
-    render_funnel(funnel, out)
+    render_funnel(funnel, out, overwrite=overwrite)
     console.print(f"wrote {out}", highlight=False)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,9 @@ from typing import Any, TypeVar
 
 from rich.console import Console
 
-__all__ = ["DemoResult", "run_demo", "SAMPLE_CORPUS"]
+from arcticqa.outputs import os_errors, write_file
+
+__all__ = ["DemoResult", "run_demo", "check_demo_folder", "SAMPLE_CORPUS"]
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "data" / "sample_corpus" / "papers.jsonl"
 T = TypeVar("T")
@@ -36,15 +37,39 @@ class DemoResult:
 
 def _config_text(out_dir: Path) -> str:
     # Paths are absolute so the config works from any directory; the default roles are offline.
-    return (f'# written by `arcticqa demo`; every role uses the offline provider (the default)\n'
+    return (f'{_MARKER}; every role uses the offline provider (the default)\n'
             f'[store]\nurl = "sqlite:///{out_dir / "arcticqa.db"}"\n\n'
             f'[build]\ndata_dir = "{out_dir / "data"}"\nsource = "snapshot:{SAMPLE_CORPUS}"\n')
 
 
+_MARKER = "# written by `arcticqa demo`"
+#: what the demo writes into its folder (the store's SQLite side files included)
+_DEMO_FILES = frozenset({"demo.toml", "arcticqa.db", "arcticqa.db-wal", "arcticqa.db-shm", "arcticqa.db-journal",
+                         "data", "release", "evaluation", "audit.html", "funnel.png", "funnel.svg", "summary.json"})
+
+
+def check_demo_folder(out_dir: Path, *, overwrite: bool) -> None:
+    """Refuse, before any work, a target the demo would lose someone's files in.
+
+    An earlier demo folder (its demo.toml carries the demo's marker) is the demo's own: running
+    again resumes in it, replacing only the demo's outputs. Any other non-empty folder needs
+    ``--overwrite``; a folder holding anything the demo does not write (at the top, or in its
+    release/ and evaluation/ folders) is refused even then.
+    """
+    from arcticqa.evaluate.reportio import check_report_folder
+    from arcticqa.outputs import check_folder_target, os_errors
+    from arcticqa.release.writer import RELEASE_FILES
+
+    with os_errors(out_dir):
+        config = out_dir / "demo.toml"
+        earlier = config.is_file() and config.read_text(encoding="utf-8", errors="replace").startswith(_MARKER)
+    check_folder_target(out_dir, overwrite=overwrite or earlier, own=_DEMO_FILES)
+    check_folder_target(out_dir / "release", overwrite=True, own={*RELEASE_FILES, "MANIFEST.json"})
+    check_report_folder(out_dir / "evaluation", overwrite=True)
+
+
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_file(path, text, overwrite=True)
 
 
 def _step(console: Console, result: DemoResult, name: str, label: str, fn: Callable[[], T]) -> T:
@@ -57,7 +82,7 @@ def _step(console: Console, result: DemoResult, name: str, label: str, fn: Calla
 
 
 def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect", trials: int = 3,
-             console: Console | None = None) -> DemoResult:
+             console: Console | None = None, overwrite: bool = False) -> DemoResult:
     from arcticqa.config import load_settings
     from arcticqa.evaluate.policies import run_reference_policies
     from arcticqa.release.funnel import render_funnel
@@ -66,8 +91,10 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
     from arcticqa.store.views import audit_data, export_from_store
 
     console = console or Console()
-    out_dir = out_dir.resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir.absolute()
+    check_demo_folder(out_dir, overwrite=overwrite)
+    with os_errors(out_dir):
+        out_dir.mkdir(parents=True, exist_ok=True)
     config = out_dir / "demo.toml"
     _write_atomic(config, _config_text(out_dir))
     settings = load_settings(config)

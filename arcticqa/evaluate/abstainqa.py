@@ -52,7 +52,7 @@ from arcticqa.evaluate.external import CellGuard, external_lines
 from arcticqa.evaluate.outcomes import parse_lenient, parse_strict
 from arcticqa.evaluate.promptfile import read_prompt_file
 from arcticqa.evaluate.protocols import normalise_option_text
-from arcticqa.evaluate.reportio import csv_text, f6, write_report_folder
+from arcticqa.evaluate.reportio import csv_text, f6, md_text, write_report_folder
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
 from arcticqa.release.jsonio import iter_jsonl
@@ -653,7 +653,7 @@ def render_abstainqa_tables(report: AbstainQAReport) -> str:
     ]
     for g in report.groups:
         c = g.strict
-        lines.append(f"| {g.model_label} | {g.variant} | {c.scored} | {c.invalid} | {c.tp} | {c.fn} | "
+        lines.append(f"| {md_text(g.model_label)} | {md_text(g.variant)} | {c.scored} | {c.invalid} | {c.tp} | {c.fn} | "
                      f"{c.fp_answerable} | {c.fp_unanswerable} | {c.tn} | {c.ar:.3f} | {c.aac:.3f} | {c.uac:.3f} | "
                      f"{c.precision:.3f} |")
     with_conf = [g for g in report.groups if g.has_confidence]
@@ -663,14 +663,14 @@ def render_abstainqa_tables(report: AbstainQAReport) -> str:
                   "| Model | Variant | t | AR | AAC | UAC | P |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
         for g in with_conf:
             for t, c in g.thresholds.items():
-                lines.append(f"| {g.model_label} | {g.variant} | {t} | {c.ar:.3f} | {c.aac:.3f} | {c.uac:.3f} | "
+                lines.append(f"| {md_text(g.model_label)} | {md_text(g.variant)} | {t} | {c.ar:.3f} | {c.aac:.3f} | {c.uac:.3f} | "
                              f"{c.precision:.3f} |")
     lines += ["", "## Parser sensitivity (lenient parser)", "",
               "| Model | Variant | |D| | Invalid | AR | AAC | UAC | P |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for g in report.groups:
         c = g.lenient
-        lines.append(f"| {g.model_label} | {g.variant} | {c.scored} | {c.invalid} | {c.ar:.3f} | {c.aac:.3f} | "
+        lines.append(f"| {md_text(g.model_label)} | {md_text(g.variant)} | {c.scored} | {c.invalid} | {c.ar:.3f} | {c.aac:.3f} | "
                      f"{c.uac:.3f} | {c.precision:.3f} |")
     lines += _coverage_lines(report.coverage)
     return "\n".join(lines) + "\n"
@@ -681,7 +681,7 @@ def _coverage_lines(analysis: Any) -> list[str]:
              "| Model | Variant | Coverage | Selective acc. | AURC | AURC / coverage |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     for g in analysis.groups:
-        lines.append(f"| {g.model_label} | {g.variant} | {g.coverage:.3f} | {g.selective_accuracy:.3f} | "
+        lines.append(f"| {md_text(g.model_label)} | {md_text(g.variant)} | {g.coverage:.3f} | {g.selective_accuracy:.3f} | "
                      f"{g.aurc:.3f} | {g.aurc_per_coverage:.3f} |")
     if analysis.crossings:
         lines += ["", "Ranking flips under abstention credit λ (correct 1, abstain λ, wrong 0): " + "; ".join(

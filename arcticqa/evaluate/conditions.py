@@ -26,6 +26,7 @@ from arcticqa.errors import InputError
 from arcticqa.evaluate.outcomes import Condition, ShownOption
 from arcticqa.evaluate.promptfile import read_prompt_file
 from arcticqa.release.conditions import distractor_option_id
+from arcticqa.release.jsonio import iter_jsonl, shown
 
 __all__ = [
     "DEFAULT_PROMPT_PATH",
@@ -129,40 +130,32 @@ def load_items(path: Path | str) -> list[EvalItem]:
     if not path.exists():
         raise InputError("file not found", path=name)
     items: dict[str, EvalItem] = {}
-    with path.open(encoding="utf-8") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", path=name, line=line_no) from None
-            if not isinstance(row, dict):
-                raise InputError("expected a JSON object", path=name, line=line_no)
-            for field in ("item_id", "question", "gold_answer"):
-                if not isinstance(row.get(field), str) or not row[field]:
-                    raise InputError("missing or empty", path=name, line=line_no, field=field)
-            distractors = row.get("distractors")
-            by_rank: dict[int, str] = {}
-            if isinstance(distractors, list):
-                for d in distractors:
-                    if isinstance(d, dict) and isinstance(d.get("rank"), int) and isinstance(d.get("text"), str):
-                        by_rank[d["rank"]] = d["text"]
-            if sorted(by_rank) != [0, 1, 2, 3]:
-                raise InputError("need four distractors with rank 0-3 and text", path=name, line=line_no,
-                                 field="distractors")
-            if row["item_id"] in items:
-                raise InputError(f"duplicate item_id {row['item_id']!r}", path=name, line=line_no,
-                                 field="item_id")
-            context = row.get("question_context") or ""
-            if not isinstance(context, str):
-                raise InputError("must be a string", path=name, line=line_no, field="question_context")
-            items[row["item_id"]] = EvalItem(
-                item_id=row["item_id"], question=row["question"], question_context=context,
-                gold_answer=row["gold_answer"],
-                distractors=(by_rank[0], by_rank[1], by_rank[2], by_rank[3]),
-                eval_set_id=row.get("eval_set_id") or None,
-            )
+    # the hardened reader: size cap, strict UTF-8 and JSON, depth limit, truncated last line
+    for line_no, row in iter_jsonl(path, skip_blank=True):
+        for field in ("item_id", "question", "gold_answer"):
+            if not isinstance(row.get(field), str) or not row[field]:
+                raise InputError("missing or empty", path=name, line=line_no, field=field)
+        distractors = row.get("distractors")
+        by_rank: dict[int, str] = {}
+        if isinstance(distractors, list):
+            for d in distractors:
+                if isinstance(d, dict) and isinstance(d.get("rank"), int) and isinstance(d.get("text"), str):
+                    by_rank[d["rank"]] = d["text"]
+        if sorted(by_rank) != [0, 1, 2, 3]:
+            raise InputError("need four distractors with rank 0-3 and text", path=name, line=line_no,
+                             field="distractors")
+        if row["item_id"] in items:
+            raise InputError(f"duplicate item_id {shown(row['item_id'])}", path=name, line=line_no,
+                             field="item_id")
+        context = row.get("question_context") or ""
+        if not isinstance(context, str):
+            raise InputError("must be a string", path=name, line=line_no, field="question_context")
+        items[row["item_id"]] = EvalItem(
+            item_id=row["item_id"], question=row["question"], question_context=context,
+            gold_answer=row["gold_answer"],
+            distractors=(by_rank[0], by_rank[1], by_rank[2], by_rank[3]),
+            eval_set_id=row.get("eval_set_id") or None,
+        )
     if not items:
         raise InputError("no items in file", path=name)
     return [items[k] for k in sorted(items)]

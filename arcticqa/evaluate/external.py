@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from arcticqa.errors import InputError
-from arcticqa.release.jsonio import iter_jsonl
+from arcticqa.release.jsonio import identifier, iter_jsonl, shown
 
 __all__ = ["ExternalLine", "external_lines", "CellGuard"]
 
@@ -43,7 +43,7 @@ def external_lines(path: Path | str, known: Collection[str], *,
     for line_no, row in iter_jsonl(path, skip_blank=True):
         qid = next((row[k] for k in id_keys if row.get(k)), None)
         if qid not in known:
-            raise InputError(f"unknown question {qid!r}", path=name, line=line_no, field="question_id")
+            raise InputError(f"unknown question {shown(qid)}", path=name, line=line_no, field="question_id")
         if "raw_response_text" not in row:
             raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
                              field="raw_response_text")
@@ -54,10 +54,11 @@ def external_lines(path: Path | str, known: Collection[str], *,
             trial = int(row.get("trial", 1))
         except (TypeError, ValueError):
             raise InputError("must be an integer", path=name, line=line_no, field="trial") from None
-        model = str(row.get("model") or "external")
+        model = identifier(row.get("model") or "external", path=name, line=line_no, field="model")
+        label = identifier(row.get("model_label") or model, path=name, line=line_no, field="model_label")
         finish = (row.get("finish_reason") or "").lower()
         yield ExternalLine(line=line_no, question_id=str(qid), raw_response_text=raw, model=model,
-                           model_label=str(row.get("model_label") or model), trial=trial,
+                           model_label=label, trial=trial,
                            failure="refusal" if finish in _REFUSAL_FINISH else None, row=row)
 
 

@@ -59,7 +59,7 @@ from arcticqa.evaluate.coverage import (
 )
 from arcticqa.evaluate.external import CellGuard, external_lines
 from arcticqa.evaluate.promptfile import read_prompt_file
-from arcticqa.evaluate.reportio import csv_text, f6, write_report_folder
+from arcticqa.evaluate.reportio import csv_text, f6, md_text, write_report_folder
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
 from arcticqa.release.jsonio import iter_jsonl
@@ -693,7 +693,7 @@ def render_know2guess_tables(report: Know2GuessReport) -> str:
     ]
     for g in report.groups:
         m = g.strict
-        lines.append(f"| {g.model_label} | {g.variant} | {m.responses} | {m.reliability:.3f} | "
+        lines.append(f"| {md_text(g.model_label)} | {md_text(g.variant)} | {m.responses} | {m.reliability:.3f} | "
                      f"{m.answered_accuracy:.3f} | {m.abstention_rate:.3f} | {_fmt(m.effective_abstention_d)} | "
                      f"{m.refusal_rate:.3f} | {m.invalid_rate:.3f} | {_fmt(m.ece)} | {_fmt(g.boundary_sharpness)} | "
                      f"{m.cost_sensitive_reliability:.3f} |")
@@ -703,20 +703,20 @@ def render_know2guess_tables(report: Know2GuessReport) -> str:
                   "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
         for g in report.groups:
             for key, m in getattr(g, attr).items():
-                lines.append(f"| {g.model_label} | {g.variant} | {key} | {m.responses} | {m.reliability:.3f} | "
+                lines.append(f"| {md_text(g.model_label)} | {md_text(g.variant)} | {key} | {m.responses} | {m.reliability:.3f} | "
                              f"{m.answered_accuracy:.3f} | {m.abstention_rate:.3f} | {m.refusal_rate:.3f} |")
     lines += ["", "## Parser sensitivity (robust parser)", "",
               "| Model | Variant | Reliability | Answered acc. | Abstention | Refusal | Invalid |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for g in report.groups:
         m = g.robust
-        lines.append(f"| {g.model_label} | {g.variant} | {m.reliability:.3f} | {m.answered_accuracy:.3f} | "
+        lines.append(f"| {md_text(g.model_label)} | {md_text(g.variant)} | {m.reliability:.3f} | {m.answered_accuracy:.3f} | "
                      f"{m.abstention_rate:.3f} | {m.refusal_rate:.3f} | {m.invalid_rate:.3f} |")
     lines += ["", "## Coverage and risk", "",
               "| Model | Variant | Coverage | Selective acc. | AURC | AURC / coverage |",
               "| --- | --- | ---: | ---: | ---: | ---: |"]
     for c in report.coverage.groups:
-        lines.append(f"| {c.model_label} | {c.variant} | {c.coverage:.3f} | {c.selective_accuracy:.3f} | "
+        lines.append(f"| {md_text(c.model_label)} | {md_text(c.variant)} | {c.coverage:.3f} | {c.selective_accuracy:.3f} | "
                      f"{c.aurc:.3f} | {c.aurc_per_coverage:.3f} |")
     return "\n".join(lines) + "\n"
 

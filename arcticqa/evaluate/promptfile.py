@@ -6,12 +6,12 @@ and a user template with placeholders; each protocol checks its own extra fields
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from arcticqa.errors import InputError
+from arcticqa.release.jsonio import decode_json
 
 __all__ = ["read_prompt_file"]
 
@@ -21,11 +21,9 @@ def read_prompt_file(path: Path, *, required: Sequence[str], placeholders: Seque
     """The file's bytes (for its hash) and its JSON object, or an InputError naming file and field."""
     try:
         raw = path.read_bytes()
-        data = json.loads(raw)
     except FileNotFoundError:
         raise InputError(not_found, path=str(path)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", path=str(path), line=exc.lineno) from None
+    data = decode_json(raw, path, None)
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", path=str(path))
     for name in required:

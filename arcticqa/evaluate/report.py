@@ -10,8 +10,6 @@ run never leaves a half-written report.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -31,7 +29,7 @@ from arcticqa.evaluate.coverage import (
     from_outcome_counts,
 )
 from arcticqa.evaluate.metrics import METRIC_NAMES, OutcomeCounts, median_of
-from arcticqa.evaluate.reportio import write_report_folder
+from arcticqa.evaluate.reportio import csv_text, md_code, md_text, write_report_folder
 from arcticqa.evaluate.responses import Disagreement, ResponseRecord, model_order
 from arcticqa.evaluate.stats import (
     SignFlipResult,
@@ -236,7 +234,7 @@ def render_tables(report: Report, *, generator: str = "`arcticqa evaluate report
     for r in report.models:
         c = r.counts
         lines.append(
-            f"| {r.label} | {100 * c.present_abstention:.1f}% | {100 * c.absent_abstention:.1f}% | "
+            f"| {md_text(r.label)} | {100 * c.present_abstention:.1f}% | {100 * c.absent_abstention:.1f}% | "
             f"{100 * c.shift:+.2f} [{100 * r.shift_ci[0]:.1f}, {100 * r.shift_ci[1]:.1f}] | "
             f"{r.test.p_value:.5f} | {r.holm_p:.4f} |")
     p = report.pooled
@@ -259,7 +257,7 @@ def render_tables(report: Report, *, generator: str = "`arcticqa evaluate report
     for r in report.models:
         pooled_values = [r.counts.acc, r.counts.abstention_rate, r.counts.f1_abs, r.counts.r_acc]
         medians = [_trial_median(r, name) for name in ("acc", "abstention_rate", "f1_abs", "r_acc")]
-        lines.append(f"| {r.label} | " + " | ".join(f"{v:.3f}" for v in pooled_values + medians) + " |")
+        lines.append(f"| {md_text(r.label)} | " + " | ".join(f"{v:.3f}" for v in pooled_values + medians) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -269,14 +267,6 @@ def _trial_median(result: ModelResult, name: str) -> float:
 
 def _f6(value: float) -> str:
     return f"{value:.6f}"
-
-
-def _csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buffer.getvalue()
 
 
 def _condition_shifts_csv(report: Report) -> str:
@@ -292,7 +282,7 @@ def _condition_shifts_csv(report: Report) -> str:
                      *map(_f6, (c.present_abstention, *r.present_ci, c.absent_abstention, *r.absent_ci,
                                 c.shift, *r.shift_ci, c.present_accuracy_when_answering, *r.accuracy_ci,
                                 r.test.p_value, r.holm_p))])
-    return _csv_text(header, rows)
+    return csv_text(header, rows)
 
 
 def _metrics_csv(report: Report) -> str:
@@ -300,7 +290,7 @@ def _metrics_csv(report: Report) -> str:
     header = ["model_id", "model", *(f"{n}_pooled" for n in names), *(f"{n}_trial_median" for n in names)]
     rows = [[r.model, r.label, *(_f6(getattr(r.counts, n)) for n in names),
              *(_f6(_trial_median(r, n)) for n in names)] for r in report.models]
-    return _csv_text(header, rows)
+    return csv_text(header, rows)
 
 
 def _trial_metrics_csv(report: Report) -> str:
@@ -309,12 +299,12 @@ def _trial_metrics_csv(report: Report) -> str:
     for r in report.models:
         for trial, c in r.trial_counts.items():
             rows.append([r.model, r.label, trial, *c.counts, *(_f6(v) for v in c.metrics().values())])
-    return _csv_text(header, rows)
+    return csv_text(header, rows)
 
 
 def _outcome_counts_csv(report: Report) -> str:
     header = ["model_id", "model", "responses", "N0", "N1", "N2", "N3", "N4", "N5"]
-    return _csv_text(header, [[r.model, r.label, r.counts.responses, *r.counts.counts] for r in report.models])
+    return csv_text(header, [[r.model, r.label, r.counts.responses, *r.counts.counts] for r in report.models])
 
 
 def _summary(report: Report) -> dict[str, Any]:
@@ -406,7 +396,7 @@ def coverage_of(report: Report) -> CoverageAnalysis:
 def write_report(report: Report, out_dir: Path | str, *, figure: bool = True,
                  generator: str = "`arcticqa evaluate report`", source_name: str | None = None) -> ReportPaths:
     """Write every report file into ``out_dir`` (replaced as a whole, atomically per folder)."""
-    name = source_name or (f"`{Path(report.source).name}`" if report.source else "the responses")
+    name = source_name or (md_code(Path(report.source).name) if report.source else "the responses")
     texts = {
         "TABLES.md": render_tables(report, generator=generator, source_name=name),
         "condition-shifts.csv": _condition_shifts_csv(report),

@@ -1,28 +1,30 @@
 """Shared report plumbing for the evaluator's protocols: CSV text and atomic report folders.
 
-A report folder is written to a temporary sibling and renamed into place (the previous folder
-is moved aside first and removed afterwards), so a failed run never leaves a half-written
-report — the same scheme as :func:`arcticqa.evaluate.report.write_report`.
+A report folder is written to a temporary sibling and renamed into place by
+:mod:`arcticqa.outputs`, so a failed run never leaves a half-written report, and a folder
+holding anything but report files is never replaced.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["csv_text", "f6", "write_report_folder"]
+from arcticqa.outputs import check_folder_target, csv_cell, md_code, md_text, write_folder
+
+__all__ = ["REPORT_FILES", "check_report_folder", "csv_cell", "csv_text", "f6", "md_code", "md_text",
+           "write_report_folder"]
 
 
 def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Every CSV the evaluator writes: one header, ``\\n`` line ends, formula text neutralised."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerow([csv_cell(v) for v in header])
+    writer.writerows([csv_cell(v) for v in row] for row in rows)
     return buffer.getvalue()
 
 
@@ -33,26 +35,30 @@ def f6(value: float | None) -> str:
     return f"{value:.6f}"
 
 
+#: every file a report writer (ArcticAbstain, Abstain-QA, Know2Guess) may put in its folder:
+#: what ``--overwrite`` may replace there; anything else in the folder is someone else's
+REPORT_FILES = frozenset({
+    "TABLES.md", "summary.json", "checks.json", "condition-shifts.csv", "metrics.csv", "trial-metrics.csv",
+    "outcome-counts.csv", "confusion.csv", "thresholds.csv", "parser-sensitivity.csv", "zones.csv",
+    "contamination.csv", "coverage-summary.csv", "coverage-risk.csv", "lambda-sweep.csv", "coverage.json",
+    *(f"{stem}.{ext}" for stem in ("figure-1", "coverage-risk", "abstainqa-metrics", "know2guess-zones")
+      for ext in ("png", "svg")),
+})
+
+
+def check_report_folder(out_dir: Path | str, *, overwrite: bool) -> Path:
+    """Refuse a report target before the work (see :func:`arcticqa.outputs.check_folder_target`)."""
+    return check_folder_target(out_dir, overwrite=overwrite, own=REPORT_FILES)
+
+
 def write_report_folder(out_dir: Path | str, texts: Mapping[str, str],
-                        figures: Sequence[Callable[[Path], None]] = ()) -> Path:
+                        figures: Sequence[Callable[[Path], None]] = (), *, overwrite: bool = True) -> Path:
     """Write ``texts`` (file name -> content) and call each figure writer with the staging folder;
-    then swap the folder into ``out_dir`` as a whole."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    then put the folder in place as a whole (:func:`arcticqa.outputs.write_folder`)."""
+    def fill(staging: Path) -> None:
         for name, text in texts.items():
             (staging / name).write_text(text, encoding="utf-8")
         for draw in figures:
             draw(staging)
-        previous = None
-        if out_dir.exists():
-            previous = out_dir.with_name(f".{out_dir.name}.old-{staging.name[-8:]}")
-            out_dir.rename(previous)
-        staging.rename(out_dir)
-        if previous is not None:
-            shutil.rmtree(previous, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out_dir
+
+    return write_folder(out_dir, fill, overwrite=overwrite, own=REPORT_FILES | set(texts))

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from arcticqa.errors import InputError
 from arcticqa.evaluate.outcomes import CONDITIONS, OUTCOMES, ShownOption, score_reply
-from arcticqa.release.jsonio import MAX_LINE_BYTES, iter_jsonl
+from arcticqa.release.jsonio import MAX_LINE_BYTES, identifier, iter_jsonl, shown
 
 __all__ = [
     "RESPONSE_FIELDS",
@@ -46,6 +46,8 @@ RESPONSE_FIELDS = frozenset({
     "prompt_sha256", "parser", "lenient_letter", "lenient_outcome", "cause", "usage", "latency_s",
     "attempts", "cost_usd", "error",
 })
+#: ids and labels copied into reports: no control characters
+_IDENTIFIERS = ("item_id", "model", "model_label", "trial_id", "run_id", "eval_set")
 #: fields that must be text (or absent/null) when present
 _TEXT_FIELDS = ("item_id", "model", "model_label", "condition", "raw_response_text", "finish_reason",
                 "outcome", "invalid_cause")
@@ -106,17 +108,20 @@ def record_from_published(row: Mapping[str, Any], options: Sequence[ShownOption]
     for name in _TEXT_FIELDS:
         if row.get(name) is not None and not isinstance(row[name], str):
             raise InputError(f"expected text, got {type(row[name]).__name__}", path=path, line=line, field=name)
+    for name in _IDENTIFIERS:
+        if row.get(name) is not None:
+            identifier(row[name], path=path, line=line, field=name)
     if isinstance(row["trial"], bool | float) or not isinstance(row["trial"], int | str):
-        raise InputError(f"trial must be an integer, not {row['trial']!r}"[:200], path=path, line=line,
+        raise InputError(f"trial must be an integer, not {shown(row['trial'])}", path=path, line=line,
                          field="trial")
     condition = str(row["condition"])
     if condition not in CONDITIONS:
-        raise InputError(f"condition must be one of {', '.join(CONDITIONS)}, not {condition!r}",
+        raise InputError(f"condition must be one of {', '.join(CONDITIONS)}, not {shown(condition)}",
                          path=path, line=line, field="condition")
     try:
         trial = int(row["trial"])
-    except (TypeError, ValueError):
-        raise InputError(f"trial must be an integer, not {row['trial']!r}", path=path, line=line,
+    except (TypeError, ValueError):  # a 5,000-digit trial is a ValueError too (int's digit limit)
+        raise InputError(f"trial must be an integer, not {shown(row['trial'])}", path=path, line=line,
                          field="trial") from None
     raw = row.get("raw_response_text")
     raw = None if raw is None else str(raw)
@@ -128,7 +133,7 @@ def record_from_published(row: Mapping[str, Any], options: Sequence[ShownOption]
     scored = score_reply(condition, options, raw, failure=_failure_of(raw, finish))
     recorded = row.get("outcome") or None
     if recorded is not None and recorded not in OUTCOMES:
-        raise InputError(f"unknown outcome {recorded!r}", path=path, line=line, field="outcome")
+        raise InputError(f"unknown outcome {shown(recorded)}", path=path, line=line, field="outcome")
     model = str(row["model"])
     return ResponseRecord(
         model=model, model_label=str(row.get("model_label") or model), item_id=str(row["item_id"]),
@@ -189,6 +194,11 @@ class _BoundedLines:
             self.line += 1
             if len(raw) > MAX_LINE_BYTES:
                 raise InputError(f"line is longer than {MAX_LINE_BYTES} bytes", path=self.path, line=self.line)
+            if not raw.endswith(b"\n"):
+                # a cut-off write: the last row would parse with its last cell cut short
+                raise InputError("truncated line (no newline at end of file)", path=self.path, line=self.line)
+            if self.line == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # the UTF-8 byte-order mark spreadsheet programs write
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -203,6 +213,8 @@ def _iter_csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], list[Shown
         reader = csv.DictReader(lines, strict=True)
         try:
             fields = reader.fieldnames or []
+            if not fields:
+                raise InputError("empty file (no header row)", path=name, line=1)
             missing = {"item_id", "model", "condition", "trial", "raw_response_text"} - set(fields)
             if missing:
                 raise InputError("missing column", path=name, line=1, field=sorted(missing)[0])
@@ -212,6 +224,9 @@ def _iter_csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], list[Shown
             for row in reader:
                 if None in row:  # more cells than the header has columns
                     raise InputError("more values than columns", path=name, line=lines.line)
+                if any(value is None for value in row.values()):  # DictReader fills a short row with None
+                    raise InputError(f"fewer values than columns ({sum(v is not None for v in row.values())} "
+                                     f"of {len(fields)})", path=name, line=lines.line)
                 # lines.line is the physical line where the record ends (multi-line replies).
                 yield lines.line, row, _csv_options(row, path=name, line=lines.line)
         except csv.Error as exc:

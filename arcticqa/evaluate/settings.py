@@ -25,12 +25,11 @@ Each model entry takes every :class:`arcticqa.config.ModelConfig` field plus ``l
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from arcticqa.config import ModelConfig
+from arcticqa.config import ModelConfig, read_toml
 from arcticqa.errors import ConfigError
 
 __all__ = ["EvalModel", "EvaluateSettings", "load_evaluate_settings"]
@@ -73,12 +72,7 @@ class EvaluateSettings(BaseModel):
 def load_evaluate_settings(path: Path | str) -> EvaluateSettings:
     """The ``[evaluate]`` table of ``path``; relative paths in it resolve against the file's folder."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"{path}: config file not found")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    data = read_toml(path)
     section = data.get("evaluate")
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: no [evaluate] table")

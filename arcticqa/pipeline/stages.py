@@ -63,8 +63,11 @@ def _paper(ctx: BuildContext, paper_id: str) -> PaperRecord:
 async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False) -> dict[str, Any] | None:
     """Run discovery from the configured source into the store, then dedupe into papers.
 
-    ``only_unfinished`` (resume): continue only queries an interrupted run had started and not
-    finished; returns None when there are none, so resume starts no new discovery.
+    ``only_unfinished`` (resume): finish what a killed build left undone and nothing else: every
+    configured query not yet marked done (a build killed before its first page has none done),
+    then add the discovered papers the store does not hold yet (a build killed between a page's
+    commit and the papers' insert). Returns None when there was nothing to finish, so resuming a
+    finished build repeats no discovery.
     """
     settings = ctx.settings
     policy = _metadata_policy(settings.policies.metadata)
@@ -79,12 +82,26 @@ async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False) -
         spec = parse_source(source)
         keys = {q: checkpoint_key(spec, q, options.server_filters) for q in queries} if queries \
             else {"": checkpoint_key(spec, None)}
-        started = [q for q, key in keys.items()
-                   if checkpoint.pages_recorded(key) > 0 and not checkpoint.is_done(key)]
-        if not started:
+        unfinished = [q for q, key in keys.items() if not checkpoint.is_done(key)]
+        if not unfinished and not _papers_missing(ctx, checkpoint):
             return None
-        queries = [q for q in started if q]
+        queries = [q for q in unfinished if q]
+        if not unfinished:  # discovery finished, its papers were not all added
+            return _add_discovered(ctx, checkpoint, source, records_this_run=0, complete=True, failed=[])
     result = await discover(queries, source=source, checkpoint=checkpoint, options=options)
+    return _add_discovered(ctx, checkpoint, source, records_this_run=len(result.records),
+                           complete=result.complete, failed=[o.query for o in result.failed])
+
+
+def _papers_missing(ctx: BuildContext, checkpoint: StoreCheckpoint) -> bool:
+    """Whether a discovered record's paper is not in the store yet."""
+    stored = set(ctx.store.paper_ids(include_duplicates=True))
+    return any(r.paper is not None and r.paper.paperId not in stored for r in checkpoint.all_records())
+
+
+def _add_discovered(ctx: BuildContext, checkpoint: StoreCheckpoint, source: str, *, records_this_run: int,
+                    complete: bool, failed: list[str]) -> dict[str, Any]:
+    """Dedupe every discovered record into papers and add the ones not stored yet (idempotent)."""
     dedup = deduplicate(checkpoint.all_records())
     duplicate_of = {d.record.paper_id: d.duplicate_of for d in dedup.duplicates
                     if d.record.paper_id and d.record.paper_id != d.duplicate_of}
@@ -100,8 +117,8 @@ async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False) -
         new.append((paper, {"family_id": dedup.family_of.get(pid), "duplicate_of": duplicate_of.get(pid),
                             "source": raw.origin}))
     added = ctx.store.add_papers(new)
-    return {"source": source, "complete": result.complete, "records_this_run": len(result.records),
-            "failed_queries": [o.query for o in result.failed], "kept": len(dedup.kept),
+    return {"source": source, "complete": complete, "records_this_run": records_this_run,
+            "failed_queries": failed, "kept": len(dedup.kept),
             "duplicates": len(dedup.duplicates), "invalid": len(dedup.invalid), "new_papers": added}
 
 

@@ -8,14 +8,13 @@ HTML report embed it and exports must be deterministic.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from pathlib import Path
 
 from arcticqa.errors import InputError
+from arcticqa.outputs import write_file
 from arcticqa.release.models import FunnelCounts
 
-__all__ = ["render_funnel", "funnel_svg", "funnel_figure_bytes"]
+__all__ = ["render_funnel", "funnel_format", "funnel_svg", "funnel_figure_bytes"]
 
 _MAX_REASONS = 6  # per side box; the rest are summed into one "other rules" line
 
@@ -81,20 +80,14 @@ def funnel_svg(funnel: FunnelCounts) -> str:
     return svg[svg.index("<svg"):]
 
 
-def render_funnel(funnel: FunnelCounts, out: Path) -> Path:
-    """Write the figure to ``out`` (PNG or SVG by suffix), atomically."""
-    out = Path(out)
-    fmt = out.suffix.lower().lstrip(".")
+def funnel_format(out: Path) -> str:
+    """``png`` or ``svg`` from the output's suffix; anything else is an :class:`InputError`."""
+    fmt = Path(out).suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise InputError("output must end in .png or .svg", path=str(out))
-    data = funnel_figure_bytes(funnel, fmt)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return fmt
+
+
+def render_funnel(funnel: FunnelCounts, out: Path, *, overwrite: bool = True) -> Path:
+    """Write the figure to ``out`` (PNG or SVG by suffix) through :func:`arcticqa.outputs.write_file`."""
+    return write_file(out, funnel_figure_bytes(funnel, funnel_format(out)), overwrite=overwrite)

@@ -9,7 +9,9 @@ duplicate keys), and every failure is an :class:`~arcticqa.errors.InputError` na
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +19,46 @@ from pydantic import BaseModel
 
 from arcticqa.errors import InputError
 
-__all__ = ["MAX_LINE_BYTES", "item_json", "jsonl_bytes", "json_bytes", "iter_jsonl", "iter_jsonl_lenient",
-           "load_json"]
+__all__ = ["MAX_LINE_BYTES", "MAX_JSON_DEPTH", "nesting_depth", "shown", "identifier", "decode_json", "item_json",
+           "jsonl_bytes", "json_bytes", "iter_jsonl", "iter_jsonl_lenient", "load_json"]
 
 #: a line longer than this is refused before it is decoded (an item with evidence is < 1 MB)
 MAX_LINE_BYTES = 8 * 1024 * 1024
 #: a JSON document (manifest, prompt, excluded items) larger than this is refused
 MAX_JSON_BYTES = 16 * 1024 * 1024
+#: arrays/objects nested deeper than this are refused before parsing: Python's parser recurses
+#: once a level and dies with RecursionError near 1,000; a release record is under 10 deep
+MAX_JSON_DEPTH = 100
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
 
 # additions that are left out when empty, so a v1 record serialises byte-identically
 _OPTIONAL_ITEM_KEYS = ("eval_set_id", "candidate_hash", "evidence", "claim_type", "scope",
                        "answer_unit", "source_license")
 _OPTIONAL_PAPER_KEYS = ("title", "year")
+
+
+#: an echoed value is cut to this many characters: a 5,000-digit "trial" is one line, not 22
+MAX_SHOWN = 60
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for an error message, cut to :data:`MAX_SHOWN` characters."""
+    text = repr(value)
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN - 1]}… ({len(text)} characters)"
+
+
+def identifier(value: Any, *, path: str, line: int | None, field: str) -> str:
+    """A user-supplied id or label as text; control characters (NUL, escape, newline…) are refused,
+    since the value is copied into file names, CSV cells, Markdown tables and terminal output."""
+    text = str(value)
+    bad = _CONTROL.search(text)
+    if bad:
+        raise InputError(f"control character U+{ord(bad.group()):04X} in {shown(text)}", path=path, line=line,
+                         field=field)
+    return text
 
 
 def item_json(item: BaseModel) -> dict[str, Any]:
@@ -66,16 +96,28 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _decode(raw: bytes, path: Path, line: int | None) -> Any:
+def nesting_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in a JSON text (brackets inside strings not counted)."""
+    brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", raw))
+    return max(accumulate(1 if b in b"[{" else -1 for b in brackets), default=0)
+
+
+def decode_json(raw: bytes, path: Path, line: int | None) -> Any:
+    """Strict UTF-8 and JSON (no NaN, no duplicate keys, bounded depth) or an :class:`InputError`."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"invalid UTF-8 at byte {exc.start}", path=str(path), line=line) from None
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and nesting_depth(raw) > MAX_JSON_DEPTH:
+        raise InputError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels", path=str(path), line=line)
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=str(path),
+        # some of json's messages end in " at", expecting its own ": line L column C (char N)"
+        raise InputError(f"invalid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}", path=str(path),
                          line=line) from None
+    except RecursionError:  # the depth check above should make this unreachable
+        raise InputError("JSON nested too deeply to read", path=str(path), line=line) from None
     except ValueError as exc:
         raise InputError(f"invalid JSON: {exc}", path=str(path), line=line) from None
 
@@ -109,7 +151,7 @@ def iter_jsonl_lenient(path: Path, *, max_line_bytes: int = MAX_LINE_BYTES, skip
                 yield lineno, InputError("empty line", path=str(path), line=lineno)
                 continue
             try:
-                obj = _decode(body, path, lineno)
+                obj = decode_json(body, path, lineno)
             except InputError as exc:
                 yield lineno, exc
                 continue
@@ -133,4 +175,4 @@ def load_json(path: Path, *, max_bytes: int = MAX_JSON_BYTES) -> Any:
     size = path.stat().st_size
     if size > max_bytes:
         raise InputError(f"file is larger than {max_bytes} bytes", path=str(path))
-    return _decode(path.read_bytes(), path, None)
+    return decode_json(path.read_bytes(), path, None)

@@ -374,7 +374,7 @@ def _safe_member(root: Path, name: str) -> Path | None:
 def _read_manifest(col: _Collector, root: Path) -> Manifest | None:
     path = root / "MANIFEST.json"
     if not path.exists():
-        col.add(R_MISSING_FILE, path, "MANIFEST.json is missing")
+        col.add(R_MISSING_FILE, path, "file is missing")
         return None
     try:
         data = load_json(path)
@@ -502,13 +502,13 @@ def validate_release(release_dir: Path | str, *, recheck: bool = False) -> Valid
     if items_path.is_file():
         items = _read_items(col, items_path)
     else:
-        col.add(R_MISSING_FILE, items_path, "items.jsonl is missing")
+        col.add(R_MISSING_FILE, items_path, "file is missing")
     abstain = _abstain_text(col, root)
     cond_path = root / "conditions.jsonl"
     if cond_path.is_file():
         _read_conditions(col, cond_path, items, abstain)
     else:
-        col.add(R_MISSING_FILE, cond_path, "conditions.jsonl is missing")
+        col.add(R_MISSING_FILE, cond_path, "file is missing")
     if (root / "responses.jsonl").is_file():
         _read_responses_jsonl(col, root / "responses.jsonl", items)
     elif (root / "responses.csv").is_file():

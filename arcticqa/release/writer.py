@@ -9,16 +9,14 @@ only then renamed into place; any failure leaves the target as it was.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from arcticqa.errors import ConfigError, InputError, StageError
+from arcticqa.outputs import check_folder_target, md_code, md_text, write_folder
 from arcticqa.release.conditions import build_conditions
 from arcticqa.release.cues import audit_release, cue_table
 from arcticqa.release.funnel import funnel_figure_bytes
@@ -39,12 +37,9 @@ RELEASE_FORMAT = "arcticqa-release/1"
 #: every file a release holds besides MANIFEST.json, in the order they are written
 RELEASE_FILES: tuple[str, ...] = ("items.jsonl", "conditions.jsonl", "prompt.json",
                                   "excluded-items.json", "funnel.svg", "README.md")
+#: what ``--overwrite`` may replace in an existing release folder
+_OWN = frozenset({*RELEASE_FILES, "MANIFEST.json"})
 _RELEASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-def _md(value: Any) -> str:
-    # table cells: a pipe or newline in a model name must not break the table
-    return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCounts,
@@ -57,7 +52,8 @@ def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCou
 
     env = Environment(loader=PackageLoader("arcticqa.release", "templates"),
                       undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-    env.filters["md"] = _md
+    env.filters["md"] = md_text
+    env.filters["md_code"] = md_code
     return env.get_template("card.md.j2").render(
         release_id=release_id, counts=counts, funnel=funnel, roster=dict(sorted(roster.items())),
         include_evidence=include_evidence, dataset_license=dataset_license, citation=citation,
@@ -110,40 +106,21 @@ def _counts(items: list[ReleaseItem], n_conditions: int, n_excluded: int) -> dic
     }
 
 
-def _install(tmp: Path, target: Path, overwrite: bool) -> None:
-    """Move the finished temp folder into place; an existing target is swapped out, then removed."""
-    if not target.exists() or (target.is_dir() and not any(target.iterdir())):
-        os.replace(tmp, target)  # POSIX rename replaces an empty folder
-        return
-    if not overwrite:
-        raise InputError("target folder exists and is not empty (use overwrite)", path=str(target))
-    backup = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-    backup.rmdir()
-    os.replace(target, backup)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        os.replace(backup, target)
-        raise
-    if backup.is_symlink():
-        # the old target was a link to a folder elsewhere: drop the link, never what it points at
-        backup.unlink()
-    else:
-        shutil.rmtree(backup, ignore_errors=True)  # rmtree does not follow symlinks inside
-
-
 def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, prompt: dict[str, Any],
                   funnel: FunnelCounts, roster: dict[str, list[str]], config_hash: str,
                   policy_hashes: dict[str, str], code_version: str, include_evidence: bool = False,
                   require_redistributable: bool = False, format: str = "jsonl",
                   overwrite: bool = False, created_utc: str | None = None,
-                  dataset_license: str = "CC-BY-4.0", citation: str | None = None) -> Path:
+                  dataset_license: str = "CC-BY-4.0", citation: str | None = None,
+                  allow_empty: bool = True) -> Path:
     """Write a release of ``items`` to ``out_dir`` and return its path.
 
     Refuses an existing non-empty ``out_dir`` unless ``overwrite``. With
     ``require_redistributable`` items whose source licence does not allow sharing evidence are
     left out and listed in ``excluded-items.json`` with the reason. Without
     ``include_evidence`` evidence references keep their ids, offsets and hashes but not the text.
+    ``allow_empty=False`` refuses a release without items (``arcticqa export`` without
+    ``--allow-empty``): an unfinished build exported by mistake must not look like a release.
     """
     if format != "jsonl":
         raise ConfigError(f"release format {format!r} is not supported (only 'jsonl'; the "
@@ -151,21 +128,20 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
     if not _RELEASE_ID.match(release_id):
         raise ConfigError(f"release id {release_id!r} must be 1-100 letters, digits, '.', '_' or '-'")
     target = Path(out_dir).absolute()
-    if target.exists() and not target.is_dir():
-        raise InputError("target exists and is not a folder", path=str(target))
-    if target.is_dir() and any(target.iterdir()) and not overwrite:
-        raise InputError("target folder exists and is not empty (use overwrite)", path=str(target))
+    check_folder_target(target, overwrite=overwrite, own=_OWN)
     kept, excluded = _prepare(list(items), include_evidence=include_evidence,
                               require_redistributable=require_redistributable)
+    if not kept and not allow_empty:
+        reason = f" ({len(excluded)} left out by require_redistributable)" if excluded else ""
+        raise InputError(f"no accepted items to export{reason}: refusing to write an empty release "
+                         "(finish the build with `arcticqa resume`, or pass --allow-empty)", path=str(target))
     abstain = prompt.get("abstention_option_text", ABSTAIN_TEXT)
     if not isinstance(abstain, str) or not abstain:
         raise ConfigError("prompt 'abstention_option_text' must be a non-empty string")
     conditions = build_conditions(kept, abstain_text=abstain)
     counts = _counts(kept, len(conditions), len(excluded))
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
+    def fill(tmp: Path) -> None:
         files: dict[str, bytes] = {
             "items.jsonl": jsonl_bytes([item_json(it) for it in kept]),
             "conditions.jsonl": jsonl_bytes([c.model_dump(mode="json") for c in conditions]),
@@ -195,17 +171,12 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
             include_evidence=include_evidence, funnel=funnel)
         (tmp / "MANIFEST.json").write_bytes(json_bytes(manifest.model_dump(mode="json",
                                                                            exclude_none=True)))
-        for p in tmp.iterdir():
-            p.chmod(0o644)
-        tmp.chmod(0o755)
         from arcticqa.release.validate import validate_release
 
         report = validate_release(tmp)
         if not report.ok:
             first = report.errors[0]
             raise StageError(f"export produced an invalid release: {first}")
-        _install(tmp, target, overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    write_folder(target, fill, overwrite=overwrite, own=_OWN)
     return target

@@ -8,6 +8,7 @@ through :func:`write_session`, which on SQLite starts ``BEGIN IMMEDIATE``: measu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +18,24 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import Session, create_engine
 
-__all__ = ["make_engine", "write_session", "write_connection", "read_session", "is_sqlite"]
+__all__ = ["make_engine", "write_session", "write_connection", "read_session", "is_sqlite",
+           "EXIT_AFTER_COMMIT_ENV"]
+
+#: Test hook: with this set to k, the process dies (``os._exit(137)``, as under SIGKILL) right
+#: after its k-th write commit. tests/test_kill_windows.py uses it to stop a build at every
+#: commit boundary in turn, which a timed ``kill -9`` can only hit by chance.
+EXIT_AFTER_COMMIT_ENV = "ARCTICQA_TEST_EXIT_AFTER_COMMIT"
+_commits_so_far = 0
+
+
+def _committed() -> None:
+    global _commits_so_far
+    limit = os.environ.get(EXIT_AFTER_COMMIT_ENV)
+    if not limit:
+        return
+    _commits_so_far += 1
+    if _commits_so_far >= int(limit):
+        os._exit(137)
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -62,6 +80,7 @@ def write_session(engine: Engine) -> Iterator[Session]:
             except BaseException:
                 session.rollback()
                 raise
+        _committed()
         return
     with engine.connect() as conn:
         conn.info["arcticqa_begin"] = "IMMEDIATE"
@@ -75,6 +94,7 @@ def write_session(engine: Engine) -> Iterator[Session]:
                     raise
         finally:
             conn.info.pop("arcticqa_begin", None)
+    _committed()
 
 
 @contextmanager
@@ -93,6 +113,7 @@ def write_connection(engine: Engine) -> Iterator[Connection]:
                 yield conn
         finally:
             conn.info.pop("arcticqa_begin", None)
+    _committed()
 
 
 @contextmanager

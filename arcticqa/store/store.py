@@ -38,7 +38,7 @@ from sqlmodel import SQLModel, col, select
 
 from arcticqa import __version__
 from arcticqa.config import Settings
-from arcticqa.errors import StoreError
+from arcticqa.errors import InputError, StoreError
 from arcticqa.evidence import Document
 from arcticqa.llm.batch import BatchJob, LineResult
 from arcticqa.llm.gateway import CallRecord
@@ -235,7 +235,12 @@ def migrate_engine(engine: Engine) -> None:
                 conn.info.pop("arcticqa_begin", None)
     except Exception as exc:  # noqa: BLE001 - reported as a store error with the URL
         url = engine.url.render_as_string(hide_password=True)
-        raise StoreError(f"cannot migrate the store at {url}: {exc}") from exc
+        cause = getattr(exc, "orig", None) or exc  # the driver's one line, not SQLAlchemy's footer
+        if "file is not a database" in str(cause):
+            # the user pointed the store at some other file (a thesis, a PDF): bad input, left untouched
+            raise InputError(f"{url}: the file is not an SQLite database, so not an arcticqa store; "
+                             "give [store] url a new path or an existing store") from exc
+        raise StoreError(f"cannot migrate the store at {url}: {cause}") from exc
 
 
 class Store:

@@ -228,7 +228,7 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
 def export_from_store(store: Store, settings: Any, out: Any, *, release_id: str = "arcticqa-release",
                       prompt: dict[str, Any] | None = None, include_evidence: bool = False,
                       require_redistributable: bool = False, fmt: str = "jsonl",
-                      overwrite: bool = False) -> Any:
+                      overwrite: bool = False, allow_empty: bool = True) -> Any:
     """Write the store's accepted items as a release folder (see ``arcticqa export``)."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -244,4 +244,4 @@ def export_from_store(store: Store, settings: Any, out: Any, *, release_id: str 
                          funnel=store.funnel_counts(), roster=roster, config_hash=settings.fingerprint(),
                          policy_hashes=store.policy_hashes(), code_version=code_version,
                          include_evidence=include_evidence, require_redistributable=require_redistributable,
-                         format=fmt, overwrite=overwrite)
+                         format=fmt, overwrite=overwrite, allow_empty=allow_empty)
