@@ -7,14 +7,16 @@ its key, and the key is read only when a client is built.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -35,6 +37,7 @@ __all__ = [
     "Settings",
     "load_settings",
     "DEFAULT_CONFIG_NAME",
+    "did_you_mean",
 ]
 
 DEFAULT_CONFIG_NAME = "arcticqa.toml"
@@ -53,6 +56,33 @@ ROLES: tuple[str, ...] = (
     "distractor_writer",
     "option_verifier",
 )
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest known name, or ``""`` when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the settings schema accepts at ``loc`` (the parent of an unknown key)."""
+    model: Any = Settings
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            # inside a dict of sections (models.NAME) or an unknown place
+            if model is Settings and loc and loc[0] == "models":
+                model = ModelConfig
+                continue
+            return []
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        elif part == "models":
+            model = Settings  # the next part is a model name
+        else:
+            return []
+    return list(model.model_fields)
 
 
 class _Section(BaseModel):
@@ -237,8 +267,24 @@ class Settings(BaseSettings):
     @field_validator("roles")
     @classmethod
     def _known_roles(cls, value: dict[str, str]) -> dict[str, str]:
+        for role in value:
+            if role not in ROLES:
+                raise ValueError(f"unknown role {role!r}{did_you_mean(role, ROLES)}")
         merged = _default_roles() | value
         return merged
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Settings:
+        # checked at load, not when the first model call needs it (after minutes of work): every
+        # name that points elsewhere in the settings must exist there
+        for role, name in self.roles.items():
+            if name not in self.models:
+                raise ValueError(f"role {role!r} names model {name!r}, which is not under [models]"
+                                 f"{did_you_mean(name, self.models)} (defined: {', '.join(sorted(self.models))})")
+        for role in self.build.batch_roles:
+            if role not in ROLES:
+                raise ValueError(f"build.batch_roles names {role!r}, which is not a role{did_you_mean(role, ROLES)}")
+        return self
 
     def model_for(self, role: str) -> ModelConfig:
         name = self.roles.get(role)
@@ -295,6 +341,9 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         where = f"{toml_path}: " if toml_path else ""
-        raise ConfigError(f"{where}setting '{loc}': {first['msg']}") from exc
+        msg = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden" and first["loc"]:
+            msg = f"unknown setting{did_you_mean(str(first['loc'][-1]), _allowed_keys(first['loc'][:-1]))}"
+        raise ConfigError(f"{where}setting '{loc}': {msg}" if loc else f"{where}{msg}") from exc
     finally:
         Settings._toml_path = None

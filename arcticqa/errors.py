@@ -12,6 +12,7 @@ __all__ = [
     "ConfigError",
     "InputError",
     "StoreError",
+    "StoreMissing",
     "LLMError",
     "LLMTransportError",
     "LLMOutputError",
@@ -49,6 +50,12 @@ class InputError(ArcticQAError):
 
 class StoreError(ArcticQAError):
     """The evidence store cannot be opened, migrated or written."""
+
+
+class StoreMissing(StoreError):
+    """A command that only reads found no store: bad input (wrong folder or missing ``-c``)."""
+
+    exit_code = 2
 
 
 class LLMError(ArcticQAError):
