@@ -221,7 +221,6 @@ def test_ingest_pdfs(tmp_path: Path) -> None:
 def test_cli_ingest_pdfs_bad_map_exits_2(tmp_path: Path) -> None:
     import arcticqa.cli.text  # noqa: F401  (registers the commands)
     from arcticqa.cli.app import app
-
     from arcticqa.store import Store
 
     Store(f"sqlite:///{tmp_path / 's.db'}").close()  # ingest-pdfs needs a built store (none is created)
