@@ -30,6 +30,7 @@ app = typer.Typer(
 console = Console(markup=False)
 err_console = Console(stderr=True, markup=False)
 
+
 def _print_version(value: bool) -> None:
     if value:
         from arcticqa import __version__

@@ -285,13 +285,15 @@ def doctor(config: ConfigOption = None,
         console.print(f"store {store_file}: none yet (`arcticqa build` creates it)", highlight=False)
     else:
         store = Store(settings.store.url, migrate=False)
-        current, head = store.schema_version()
-        store.close()
+        try:
+            current, head = store.schema_version()
+            shown = store.engine.url.render_as_string(hide_password=True)
+        finally:
+            store.close()
         ok = current == head
         problems += 0 if ok else 1
-        console.print(f"store {store.engine.url.render_as_string(hide_password=True)}: schema {current or 'empty'}"
-                      f" (code expects {head}){'' if ok else ' — run any build command to migrate'}",
-                      highlight=False)
+        console.print(f"store {shown}: schema {current or 'empty'} (code expects {head})"
+                      f"{'' if ok else ' — run any build command to migrate'}", highlight=False)
     if problems:
         err_console.print(f"{problems} problem(s) found", style="red")
         raise typer.Exit(1)
