@@ -144,6 +144,10 @@ def test_audit_report_in_headless_chromium(tmp_path: Path) -> None:
         assert EVIL_SPAN in paper.text
         assert drv.execute_script("return typeof window.__pwned") == "undefined"
         assert drv.find_elements(By.CSS_SELECTOR, "img, textarea, b") == []
+        # every paper and item has an address: opening the page at it shows that detail
+        drv.get(page.as_uri() + "#paper-p2")
+        assert drv.find_element(By.ID, "paper-p2").is_displayed()
+        assert not drv.find_element(By.ID, "paper-p1").is_displayed()
         artifacts = REPO_ROOT / "test-artifacts"
         artifacts.mkdir(exist_ok=True)
         drv.find_element(By.CSS_SELECTOR, "#items a.open").click()
