@@ -23,7 +23,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain click help (no Rich markup: "[policies]" in a help text stays), as wide as the terminal
     rich_markup_mode=None,
+    context_settings={"max_content_width": 160},
 )
 # Markup is off: messages carry user and config text ("not under [models]", file names, quoted
 # spans) that Rich would otherwise eat as tags. Colour is given with Text(..., style=...) instead.

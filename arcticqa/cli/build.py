@@ -186,8 +186,7 @@ def _pipeline_order(counts: dict[str, Any]) -> list[str]:
 @handle_errors
 def status(config: ConfigOption = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Counts of the newest attempt by stage and status, in pipeline order; each row says whether it counts
-    papers or candidate items."""
+    """Newest attempts by stage and status, in pipeline order, each row counting papers or candidates."""
     from arcticqa.config import load_settings
     from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
     from arcticqa.store.store import open_existing_store

@@ -89,7 +89,7 @@ def ingest_pdfs_command(
     map_csv: Annotated[Path, typer.Option("--map", help="CSV with columns file, and doi or paper_id.")],
     config: ConfigOption = None,
 ) -> None:
-    """Attach local PDFs (e.g. from institutional access) to papers by DOI or paperId."""
+    """Attach local PDFs (from institutional access, say) to papers by DOI or paperId."""
     from arcticqa.config import load_settings
     from arcticqa.store import open_existing_store
     from arcticqa.text.fetch import pdf_cache_dir
