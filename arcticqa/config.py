@@ -284,6 +284,21 @@ class Settings(BaseSettings):
         for role in self.build.batch_roles:
             if role not in ROLES:
                 raise ValueError(f"build.batch_roles names {role!r}, which is not a role{did_you_mean(role, ROLES)}")
+        if self.extraction:
+            # [extraction] is handed to ExtractionLimits at the extract stage; a misspelt key there
+            # would be ignored silently, so it is checked here (imported only when the section is set)
+            from arcticqa.text.extract import ExtractionLimits
+
+            for key in self.extraction:
+                if key not in ExtractionLimits.model_fields:
+                    raise ValueError(f"setting 'extraction.{key}': unknown setting"
+                                     f"{did_you_mean(key, ExtractionLimits.model_fields)}")
+            try:
+                ExtractionLimits.model_validate(self.extraction)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise ValueError(f"setting 'extraction.{'.'.join(str(p) for p in first['loc'])}': "
+                                 f"{first['msg']}") from None
         return self
 
     def model_for(self, role: str) -> ModelConfig:

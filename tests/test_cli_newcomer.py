@@ -124,6 +124,8 @@ def test_a_role_naming_an_undefined_model_fails_at_load_with_a_suggestion(empty_
     ('[build]\nbatch_roles = ["verifer"]\n', "build.batch_roles names 'verifer', which is not a role; "
                                              "did you mean 'verifier'?"),
     ('[store]\nzzz = 1\n', "setting 'store.zzz': unknown setting"),
+    ('[extraction]\nmax_page = 3\n', "setting 'extraction.max_page': unknown setting; did you mean 'max_pages'?"),
+    ('[extraction]\nmax_pages = 0\n', "setting 'extraction.max_pages': Input should be greater than or equal to 1"),
 ])
 def test_config_mistakes_are_one_line_with_did_you_mean(empty_folder: Path, toml: str, expected: str) -> None:
     (empty_folder / "a.toml").write_text(toml, encoding="utf-8")
