@@ -66,22 +66,19 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     """The keys the settings schema accepts at ``loc`` (the parent of an unknown key)."""
-    model: Any = Settings
-    for part in loc:
+    model: type[BaseModel] = Settings
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        if model is Settings and part == "models" and parts:
+            parts.pop(0)  # the model config's own name
+            model = ModelConfig
+            continue
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        if field is None:
-            # inside a dict of sections (models.NAME) or an unknown place
-            if model is Settings and loc and loc[0] == "models":
-                model = ModelConfig
-                continue
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return []
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model = annotation
-        elif part == "models":
-            model = Settings  # the next part is a model name
-        else:
-            return []
+        model = annotation
     return list(model.model_fields)
 
 

@@ -61,8 +61,8 @@ from arcticqa.store.tables import (
     utcnow,
 )
 
-__all__ = ["Store", "Claim", "open_store", "open_existing_store", "sqlite_file", "input_hash", "migrate_engine", "MIGRATIONS_DIR", "HOST",
-           "pid_alive"]
+__all__ = ["Store", "Claim", "open_store", "open_existing_store", "sqlite_file", "input_hash", "migrate_engine",
+           "MIGRATIONS_DIR", "HOST", "pid_alive"]
 
 # Core tables for the per-step hot path (see arcticqa.store.db.write_connection)
 _RUN = StageRun.__table__  # type: ignore[attr-defined]
