@@ -27,8 +27,8 @@ from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
 from arcticqa.store.tables import ItemRow, Paper, RawRecord, RejectionRow, SpanRow, StageRun
 
-__all__ = ["release_items", "funnel_counts", "audit_data", "FUNNEL_ORDER", "PAPER_FUNNEL", "CANDIDATE_FUNNEL",
-           "FAILED", "NOT_YET_RUN"]
+__all__ = ["release_items", "funnel_counts", "audit_data", "PAPER_FUNNEL", "CANDIDATE_FUNNEL", "FAILED",
+           "NOT_YET_RUN"]
 
 #: the paper funnel in the order the build runs its stages (eligibility reads the full text); each
 #: box counts papers, and a paper left out is counted once, at the box where it stopped
@@ -48,9 +48,6 @@ CANDIDATE_FUNNEL: tuple[tuple[str, str], ...] = (
     ("options_checked", "option_check"),
     ("accepted", "accept"),
 )
-#: the whole funnel: paper boxes, then candidate boxes (``FunnelStep.unit`` tells them apart)
-FUNNEL_ORDER: tuple[str, ...] = ("discovered", *(n for n, _ in PAPER_FUNNEL), "candidates",
-                                 *(n for n, _ in CANDIDATE_FUNNEL))
 #: the two buckets of a box that are not rule ids: the step failed (an error, retried by
 #: ``arcticqa resume``), or has not run yet (a build still going, or stopped)
 FAILED, NOT_YET_RUN = "failed", "not_yet_run"
@@ -76,11 +73,7 @@ def _span_rows(store: Store, span_ids: set[str]) -> dict[str, SpanRow]:
 
 
 def _span_texts(store: Store, span_ids: set[str]) -> dict[str, str]:
-    if not span_ids:
-        return {}
-    with read_session(store.engine) as s:
-        rows = s.exec(select(SpanRow).where(col(SpanRow.span_id).in_(sorted(span_ids)))).all()
-        return {r.span_id: r.text for r in rows}
+    return {sid: row.text for sid, row in _span_rows(store, span_ids).items()}
 
 
 def release_items(store: Store) -> list[ReleaseItem]:
