@@ -7,14 +7,16 @@ its key, and the key is read only when a client is built.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -36,6 +38,7 @@ __all__ = [
     "load_settings",
     "read_toml",
     "DEFAULT_CONFIG_NAME",
+    "did_you_mean",
 ]
 
 DEFAULT_CONFIG_NAME = "arcticqa.toml"
@@ -54,6 +57,30 @@ ROLES: tuple[str, ...] = (
     "distractor_writer",
     "option_verifier",
 )
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest known name, or ``""`` when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the settings schema accepts at ``loc`` (the parent of an unknown key)."""
+    model: type[BaseModel] = Settings
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        if model is Settings and part == "models" and parts:
+            parts.pop(0)  # the model config's own name
+            model = ModelConfig
+            continue
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
 
 
 class _Section(BaseModel):
@@ -238,8 +265,39 @@ class Settings(BaseSettings):
     @field_validator("roles")
     @classmethod
     def _known_roles(cls, value: dict[str, str]) -> dict[str, str]:
+        for role in value:
+            if role not in ROLES:
+                raise ValueError(f"unknown role {role!r}{did_you_mean(role, ROLES)}")
         merged = _default_roles() | value
         return merged
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Settings:
+        # checked at load, not when the first model call needs it (after minutes of work): every
+        # name that points elsewhere in the settings must exist there
+        for role, name in self.roles.items():
+            if name not in self.models:
+                raise ValueError(f"role {role!r} names model {name!r}, which is not under [models]"
+                                 f"{did_you_mean(name, self.models)} (defined: {', '.join(sorted(self.models))})")
+        for role in self.build.batch_roles:
+            if role not in ROLES:
+                raise ValueError(f"build.batch_roles names {role!r}, which is not a role{did_you_mean(role, ROLES)}")
+        if self.extraction:
+            # [extraction] is handed to ExtractionLimits at the extract stage; a misspelt key there
+            # would be ignored silently, so it is checked here (imported only when the section is set)
+            from arcticqa.text.extract import ExtractionLimits
+
+            for key in self.extraction:
+                if key not in ExtractionLimits.model_fields:
+                    raise ValueError(f"setting 'extraction.{key}': unknown setting"
+                                     f"{did_you_mean(key, ExtractionLimits.model_fields)}")
+            try:
+                ExtractionLimits.model_validate(self.extraction)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                raise ValueError(f"setting 'extraction.{'.'.join(str(p) for p in first['loc'])}': "
+                                 f"{first['msg']}") from None
+        return self
 
     def model_for(self, role: str) -> ModelConfig:
         name = self.roles.get(role)
@@ -308,6 +366,9 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         where = f"{toml_path}: " if toml_path else ""
-        raise ConfigError(f"{where}setting '{loc}': {first['msg']}") from exc
+        msg = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden" and first["loc"]:
+            msg = f"unknown setting{did_you_mean(str(first['loc'][-1]), _allowed_keys(first['loc'][:-1]))}"
+        raise ConfigError(f"{where}setting '{loc}': {msg}" if loc else f"{where}{msg}") from exc
     finally:
         Settings._toml_path = None

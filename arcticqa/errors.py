@@ -13,6 +13,7 @@ __all__ = [
     "InputError",
     "OutputError",
     "StoreError",
+    "StoreMissing",
     "LLMError",
     "LLMTransportError",
     "LLMOutputError",
@@ -56,6 +57,12 @@ class OutputError(InputError):
 
 class StoreError(ArcticQAError):
     """The evidence store cannot be opened, migrated or written."""
+
+
+class StoreMissing(StoreError):
+    """A command that only reads found no store: bad input (wrong folder or missing ``-c``)."""
+
+    exit_code = 2
 
 
 class LLMError(ArcticQAError):

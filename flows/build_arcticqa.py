@@ -27,8 +27,10 @@ from typing import Any, cast
 from prefect import Flow, flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
+from prefect.states import Failed
 
 from arcticqa.config import Settings, load_settings
+from arcticqa.errors import ArcticQAError
 from arcticqa.pipeline.build import run_build
 from arcticqa.pipeline.runner import (
     BatchReport,
@@ -89,8 +91,21 @@ def _uses_dask() -> bool:
 @flow(name="build-arcticqa", log_prints=True)
 async def build_arcticqa(config: str | None = None, resume: bool = False,
                          retry_rejected: list[str] | None = None, source: str | None = None,
-                         store_url: str | None = None) -> dict[str, Any]:
-    """Discover papers (unless resuming) and run every stage that is not done yet."""
+                         store_url: str | None = None) -> Any:
+    """Discover papers (unless resuming) and run every stage that is not done yet.
+
+    An arcticqa error ends the run in a Failed state whose message is the error's one line
+    (``prefect deployment run --watch`` and the UI show it; a traceback would only reach the
+    serving terminal). Called directly, the flow still raises that error.
+    """
+    try:
+        return await _build(config, resume, retry_rejected, source, store_url)
+    except ArcticQAError as exc:
+        return Failed(data=exc, message=f"{type(exc).__name__}: {exc}")
+
+
+async def _build(config: str | None, resume: bool, retry_rejected: list[str] | None, source: str | None,
+                 store_url: str | None) -> dict[str, Any]:
     settings = load_settings(config)
     if source or store_url:
         data = settings.model_dump()

@@ -62,11 +62,11 @@ def make_item(n: int, *, license: str | None = "CC-BY-4.0", evidence_text: str |
 
 
 def make_funnel() -> FunnelCounts:
-    counts = [50, 40, 20, 15, 30, 20, 12, 9, 3]
+    counts = [50, 40, 20, 15, 12, 30, 20, 16, 12, 11, 10, 3]
     steps = []
     for i, (name, count) in enumerate(zip(FUNNEL_STEPS, counts, strict=True)):
         rejected = {f"{name}.too_few": i, f"{name}.other": 1} if i else {}
-        steps.append(FunnelStep(name=name, count=count, unit="papers" if i < 4 else "items",
+        steps.append(FunnelStep(name=name, count=count, unit="papers" if i < 5 else "candidates",
                                 rejected=rejected, needs_review=1 if name == "eligible" else 0))
     return FunnelCounts(steps=steps)
 

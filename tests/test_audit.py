@@ -131,22 +131,26 @@ def test_audit_report_in_headless_chromium(tmp_path: Path) -> None:
         visible = [r for r in drv.find_elements(By.CSS_SELECTOR, "#rejections tbody tr") if r.is_displayed()]
         assert len(visible) == 1 and "1 of 2 shown" in drv.find_element(By.ID, "shown-count").text
         # open one item: question, reconstruction and options appear, as text
-        drv.find_element(By.CSS_SELECTOR, "#items button.open").click()
-        detail = drv.find_element(By.ID, "item-0")
+        drv.find_element(By.CSS_SELECTOR, "#items a.open").click()
+        detail = drv.find_element(By.ID, "item-i1")
         assert detail.is_displayed()
         assert detail.find_element(By.CSS_SELECTOR, ".question").text == EVIL_QUESTION
         assert detail.find_element(By.CSS_SELECTOR, ".reconstruction").text == "decrease of about 11 cm"
         assert len(detail.find_elements(By.CSS_SELECTOR, "table.options tbody tr")) == 2
         # open the paper whose title and evidence carry markup: shown literally, nothing ran
-        drv.find_element(By.CSS_SELECTOR, "#papers button.open").click()
-        paper = drv.find_element(By.ID, "paper-0")
+        drv.find_element(By.CSS_SELECTOR, "#papers a.open").click()
+        paper = drv.find_element(By.ID, "paper-p1")
         assert EVIL_TITLE in paper.find_element(By.CSS_SELECTOR, ".title").text
         assert EVIL_SPAN in paper.text
         assert drv.execute_script("return typeof window.__pwned") == "undefined"
         assert drv.find_elements(By.CSS_SELECTOR, "img, textarea, b") == []
+        # every paper and item has an address: opening the page at it shows that detail
+        drv.get(page.as_uri() + "#paper-p2")
+        assert drv.find_element(By.ID, "paper-p2").is_displayed()
+        assert not drv.find_element(By.ID, "paper-p1").is_displayed()
         artifacts = REPO_ROOT / "test-artifacts"
         artifacts.mkdir(exist_ok=True)
-        drv.find_element(By.CSS_SELECTOR, "#items button.open").click()
+        drv.find_element(By.CSS_SELECTOR, "#items a.open").click()
         assert drv.save_screenshot(str(artifacts / "audit-report.png"))
     finally:
         drv.quit()

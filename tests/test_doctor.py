@@ -29,9 +29,12 @@ def test_doctor_reports_keys_endpoints_and_schema(tmp_path: Path) -> None:
         missing = _doctor(config, env)
         assert missing.returncode == 1
         assert "ARCTICQA_DOCTOR_KEY unset" in missing.stdout
-        assert "schema empty" in missing.stdout  # never built: the store has no schema yet
+        # never built: said plainly, not a problem (doctor runs before the first build), and not created
+        assert "s.db: none yet" in missing.stdout
+        assert not (tmp_path / "s.db").exists()
         ok = _doctor(config, {**env, "ARCTICQA_DOCTOR_KEY": "sk-doctor-secret-99"})
         assert "sk-doctor-secret-99" not in ok.stdout + ok.stderr
         assert "HTTP 200" in ok.stdout  # the endpoint answered /models
+        assert ok.returncode == 0, ok.stdout + ok.stderr
     down = _doctor(config, {**env, "ARCTICQA_DOCTOR_KEY": "sk-doctor-secret-99"})
     assert down.returncode == 1 and "unreachable" in down.stdout

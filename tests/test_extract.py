@@ -351,7 +351,7 @@ def test_cli_extract_text_json(tmp_path: Path, two_column: tuple[PaperSource, by
     bad = tmp_path / "bad.pdf"
     bad.write_bytes(b"<html>no</html>")
     failed = CliRunner().invoke(app, ["extract-text", str(bad)])
-    assert failed.exit_code == 1 and "not_pdf" in failed.output
+    assert failed.exit_code == 2 and "not_pdf" in failed.output  # the file is not a PDF: bad input
     missing = CliRunner().invoke(app, ["extract-text", str(tmp_path / "nope.pdf")])
     assert missing.exit_code == 2
 

@@ -221,9 +221,12 @@ def test_ingest_pdfs(tmp_path: Path) -> None:
 def test_cli_ingest_pdfs_bad_map_exits_2(tmp_path: Path) -> None:
     import arcticqa.cli.text  # noqa: F401  (registers the commands)
     from arcticqa.cli.app import app
+    from arcticqa.store import Store
 
+    Store(f"sqlite:///{tmp_path / 's.db'}").close()  # ingest-pdfs needs a built store (none is created)
     config = tmp_path / "arcticqa.toml"
-    config.write_text(f'[build]\ndata_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
+    config.write_text(f'[build]\ndata_dir = "{tmp_path / "data"}"\n[store]\nurl = "sqlite:///{tmp_path / "s.db"}"\n',
+                      encoding="utf-8")
     (tmp_path / "pdfs").mkdir()
     bad = _write_map(tmp_path / "map.csv", "file,doi\nmissing.pdf,10.1/x\n")
     result = CliRunner().invoke(app, ["ingest-pdfs", str(tmp_path / "pdfs"), "--map", str(bad),

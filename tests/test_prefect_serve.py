@@ -22,7 +22,9 @@ def test_served_deployment_runs_a_build(tmp_path: Path) -> None:
     corpus = make_corpus(tmp_path / "corpus", n=2)
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
-    env = _env(tmp_path, PREFECT_API_URL=api, PREFECT_RUNNER_POLL_FREQUENCY="2")
+    # the README's server settings: flow-run logs stream to `deployment run --watch`
+    env = _env(tmp_path, PREFECT_API_URL=api, PREFECT_RUNNER_POLL_FREQUENCY="2",
+               PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED="true", PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED="true")
     server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port",
                                str(port), "--no-ui", "--analytics-off"], env=env, cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -43,6 +45,14 @@ def test_served_deployment_runs_a_build(tmp_path: Path) -> None:
                 subprocess.run(["sleep", "1"], check=True)
             assert run is not None and run.returncode == 0, run.stdout + run.stderr if run else ""
             assert "Completed" in run.stdout + run.stderr
+            # a failed run says why in this terminal, in one line, not only "Failed"
+            missing = tmp_path / "no-such.toml"
+            failed = subprocess.run([str(BIN / "prefect"), "deployment", "run", "build-arcticqa/local",
+                                     "--param", f"config={missing}", "--watch", "--watch-timeout", "300"],
+                                    env={**env, "COLUMNS": "300"}, cwd=REPO, capture_output=True, text=True,
+                                    timeout=400)
+            assert failed.returncode == 1
+            assert f"Failed('ConfigError: {missing}: config file not found')" in failed.stdout + failed.stderr
     finally:
         if serve is not None:
             _stop(serve)

@@ -76,7 +76,7 @@ def test_export_round_trip_validates(release: Path) -> None:
     assert manifest["roster"]["question_writer"] == ["offline-baseline"]
     assert json.loads((release / "prompt.json").read_text()) == PROMPT
     card = (release / "README.md").read_text()
-    assert "`eligible.too_few`: 2" in card and "funnel.svg" in card
+    assert "`eligible.too_few`: 3" in card and "funnel.svg" in card
     result = runner.invoke(app, ["validate-release", str(release)])
     assert result.exit_code == 0, result.output
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,11 +11,11 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from arcticqa.errors import ArcticQAError
 
-__all__ = ["app", "console", "err_console", "ConfigOption", "OverwriteOption", "handle_errors"]
+__all__ = ["app", "console", "err_console", "ConfigOption", "OverwriteOption", "handle_errors", "Text"]
 
 app = typer.Typer(
     name="arcticqa",
@@ -22,9 +23,48 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain click help (no Rich markup: "[policies]" in a help text stays), as wide as the terminal
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 160},
 )
-console = Console()
-err_console = Console(stderr=True)
+# Markup is off: messages carry user and config text ("not under [models]", file names, quoted
+# spans) that Rich would otherwise eat as tags. Colour is given with Text(..., style=...) instead.
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from arcticqa import __version__
+
+        typer.echo(f"arcticqa {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="TOML settings file for every command (same as $ARCTICQA_CONFIG; a command's own "
+        "-c wins).")] = None,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Build evidence-grounded science QA releases and evaluate abstention."""
+    if config is not None:
+        # the documented variable, so load_settings, the Prefect flow and --workers children all see it;
+        # put back afterwards so an in-process caller (tests, notebooks) keeps its environment
+        before = os.environ.get("ARCTICQA_CONFIG")
+        os.environ["ARCTICQA_CONFIG"] = str(config)
+        ctx.call_on_close(lambda: _restore_env("ARCTICQA_CONFIG", before))
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
 
 ConfigOption = Annotated[
     Path | None,
@@ -48,14 +88,14 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except ArcticQAError as exc:
-            err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", highlight=False,
-                              soft_wrap=True)  # one line, however long the path in it
+            err_console.print(Text.assemble(("error:", "bold red"), f" {type(exc).__name__}: {exc}"),
+                              highlight=False, soft_wrap=True)  # one line, however long the path in it
             sys.exit(exc.exit_code)
         except OSError as exc:
             if exc.filename is None:  # a network error, not a file the user named
                 raise
             # the last net under every writer: a read-only folder, a name too long, a path under a file
-            err_console.print(f"error: {exc.filename}: {exc.strerror or exc}", highlight=False, markup=False,
+            err_console.print(f"error: {exc.filename}: {exc.strerror or exc}", highlight=False,
                               soft_wrap=True)
             sys.exit(2)
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from arcticqa.cli.app import ConfigOption, app, console, err_console, handle_errors
+from arcticqa.cli.app import ConfigOption, Text, app, console, err_console, handle_errors
 
 __all__: list[str] = []
 
@@ -68,8 +68,9 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     if batch:
         os.environ["ARCTICQA_BUILD__BATCH"] = "true"
     if workers > 1 and orchestrator is not Orchestrator.local:
-        err_console.print("[red]--workers needs --orchestrator local[/] (with Prefect, use build.task_runner = "
-                          "\"dask\" or a process work pool: docs/scale-out.md)")
+        err_console.print(Text.assemble(("--workers needs --orchestrator local", "red"),
+                                        " (with Prefect, use build.task_runner = "
+                                        "\"dask\" or a process work pool: docs/scale-out.md)"))
         raise typer.Exit(2)
     try:
         if orchestrator is Orchestrator.prefect:
@@ -103,12 +104,12 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
 
             summary = asyncio.run(go())
     except FailureThresholdExceeded as exc:
-        err_console.print(f"[bold red]build stopped:[/] {exc}")
+        err_console.print(Text.assemble(("build stopped:", "bold red"), f" {exc}"), soft_wrap=True)
         raise typer.Exit(1) from exc
     _print_summary(dict(summary))
     if summary.get("stopped"):
-        err_console.print(f"[yellow]stopped early:[/] {summary['stopped']} (finished work is kept; "
-                          "raise the cap and run `arcticqa resume`)")
+        err_console.print(Text.assemble(("stopped early:", "yellow"), f" {summary['stopped']} (finished work is "
+                                        "kept; raise the cap and run `arcticqa resume`)"))
         raise typer.Exit(3)
 
 
@@ -138,7 +139,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
     console.print(table)
     for stage, errs in summary.get("errors", {}).items():
         for pid, msg in list(errs.items())[:5]:
-            err_console.print(f"[red]{stage}[/] {pid}: {msg[:300]}", highlight=False)
+            err_console.print(Text.assemble((stage, "red"), f" {pid}: {msg[:300]}"), highlight=False)
 
 
 @app.command()
@@ -162,34 +163,68 @@ def resume(config: ConfigOption = None, orchestrator: OrchestratorOption = Orche
          workers=workers)
 
 
+def _unit(stage: str) -> str:
+    """What a status row counts: construct's findings step runs once per paper, its later steps once
+    per candidate item."""
+    from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
+
+    return "candidates" if stage in CONSTRUCT_STEPS[1:] else "papers"
+
+
+def _pipeline_order(counts: dict[str, Any]) -> list[str]:
+    """The stages in the order the build runs them (construct's steps right after it); a stage this
+    code does not know goes last."""
+    from arcticqa.pipeline.stages import BUILD_STAGES
+    from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
+
+    known = [spec.name for spec in BUILD_STAGES]
+    at = known.index("construct") + 1
+    known[at:at] = list(CONSTRUCT_STEPS)
+    return [s for s in known if s in counts] + sorted(s for s in counts if s not in known)
+
+
 @app.command()
 @handle_errors
 def status(config: ConfigOption = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Counts of the newest attempt per paper, by stage and status."""
+    """Newest attempts by stage and status, in pipeline order, each row counting papers or candidates."""
     from arcticqa.config import load_settings
-    from arcticqa.store.store import open_store
+    from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
+    from arcticqa.store.store import open_existing_store
 
-    store = open_store(load_settings(config))
-    counts = store.status_counts()
-    calls = store.llm_calls()
+    store = open_existing_store(load_settings(config))
+    try:
+        counts = store.status_counts()
+        calls = store.llm_calls()
+    finally:
+        store.close()
+    order = _pipeline_order(counts)
     if as_json:
-        print(json.dumps({"stages": counts, "llm_calls": len(calls),
-                          "cost_usd": round(sum(c.cost_usd for c in calls), 6)}, sort_keys=True))
+        print(json.dumps({"stages": counts, "units": {stage: _unit(stage) for stage in order},
+                          "llm_calls": len(calls), "cost_usd": round(sum(c.cost_usd for c in calls), 6)},
+                         sort_keys=True))
         return
-    table = Table(title="stage × status")
-    table.add_column("stage")
+    from rich import box
+
+    # no vertical rules, so the seven columns fit 80 characters without cutting a header
+    table = Table(title="newest attempt per stage × status", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("counts", no_wrap=True)
     for s in STATUSES:
-        table.add_column(s, justify="right")
-    for stage, by_status in counts.items():
-        table.add_row(stage, *(str(by_status.get(s, 0)) for s in STATUSES))
+        table.add_column(s, justify="right", no_wrap=True)
+    for stage in order:
+        # construct's steps are indented under it: they run inside it, one paper at a time
+        name = f"  {stage}" if stage in CONSTRUCT_STEPS else stage
+        table.add_row(name, _unit(stage), *(str(counts[stage].get(s, 0)) for s in STATUSES))
     console.print(table)
     console.print(f"llm calls: {len(calls)} (cache hits {sum(c.cache_hit for c in calls)}), "
                   f"cost USD {sum(c.cost_usd for c in calls):.4f}")
 
 
 @app.command()
-def rules(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def rules(as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list of {id, summary}.")] = False
+          ) -> None:
     """List every rejection rule id with its summary."""
     import arcticqa.pipeline.stages  # noqa: F401  (imports every stage, which declares its rules)
     from arcticqa.rules import all_rules
@@ -211,26 +246,24 @@ def doctor(config: ConfigOption = None,
     import httpx
 
     from arcticqa.config import ROLES, load_settings
-    from arcticqa.store.store import Store
+    from arcticqa.store.store import Store, sqlite_file
 
     settings = load_settings(config)
     problems = 0
     table = Table(title="roles")
     for col in ("role", "model config", "provider", "model", "key", "endpoint"):
         table.add_column(col)
-    seen_endpoints: dict[str, str] = {}
+    seen_endpoints: dict[str, str | Text] = {}
     for role in ROLES:
-        name = settings.roles.get(role, "?")
-        cfg = settings.models.get(name)
-        if cfg is None:
-            table.add_row(role, name, "-", "-", "-", "[red]missing model config[/]")
-            problems += 1
-            continue
-        key = "n/a"
+        # load_settings has already checked that every role names a defined model config
+        name = settings.roles[role]
+        cfg = settings.models[name]
+        key: str | Text = "n/a"
         if cfg.provider == "openai" and cfg.api_key_env:
-            key = "[green]set[/]" if os.environ.get(cfg.api_key_env) else f"[red]{cfg.api_key_env} unset[/]"
+            key = (Text("set", style="green") if os.environ.get(cfg.api_key_env)
+                   else Text(f"{cfg.api_key_env} unset", style="red"))
             problems += 0 if os.environ.get(cfg.api_key_env) else 1
-        endpoint = "n/a"
+        endpoint: str | Text = "n/a"
         if cfg.provider == "openai":
             base = cfg.base_url or "https://api.openai.com/v1"
             if offline:
@@ -241,18 +274,27 @@ def doctor(config: ConfigOption = None,
                         "Authorization": f"Bearer {os.environ.get(cfg.api_key_env or '', '')}"})
                     seen_endpoints[base] = f"HTTP {r.status_code}"
                 except httpx.HTTPError as exc:
-                    seen_endpoints[base] = f"[red]unreachable: {type(exc).__name__}[/]"
+                    seen_endpoints[base] = Text(f"unreachable: {type(exc).__name__}", style="red")
                     problems += 1
             endpoint = seen_endpoints.get(base, endpoint)
         table.add_row(role, name, cfg.provider, cfg.model, key, endpoint)
     console.print(table)
-    store = Store(settings.store.url, migrate=False)
-    current, head = store.schema_version()
-    ok = current == head
-    problems += 0 if ok else 1
-    console.print(f"store {store.engine.url.render_as_string(hide_password=True)}: schema {current or 'empty'}"
-                  f" (code expects {head}){'' if ok else ' — run any build command to migrate'}")
+    store_file = sqlite_file(settings.store.url)
+    if store_file is not None and not store_file.is_file():
+        # doctor runs before the first build, so no store yet is news, not a problem
+        console.print(f"store {store_file}: none yet (`arcticqa build` creates it)", highlight=False)
+    else:
+        store = Store(settings.store.url, migrate=False)
+        try:
+            current, head = store.schema_version()
+            shown = store.engine.url.render_as_string(hide_password=True)
+        finally:
+            store.close()
+        ok = current == head
+        problems += 0 if ok else 1
+        console.print(f"store {shown}: schema {current or 'empty'} (code expects {head})"
+                      f"{'' if ok else ' — run any build command to migrate'}", highlight=False)
     if problems:
-        err_console.print(f"[red]{problems} problem(s) found[/]")
+        err_console.print(f"{problems} problem(s) found", style="red")
         raise typer.Exit(1)
-    console.print("[green]all checks passed[/]")
+    console.print("all checks passed", style="green")

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
-from arcticqa.cli.app import ConfigOption, app, console, handle_errors
+from arcticqa.cli.app import ConfigOption, Text, app, console, handle_errors
 from arcticqa.errors import InputError
 
 if TYPE_CHECKING:
@@ -49,10 +48,10 @@ def _read_file(path: Path) -> tuple[PaperRecord, Document | None]:
 
 def _from_store(paper_id: str, config: Path | None) -> tuple[PaperRecord, Document | None]:
     from arcticqa.config import load_settings
-    from arcticqa.store import open_store
+    from arcticqa.store import open_existing_store
 
     settings = load_settings(config)
-    store = open_store(settings)
+    store = open_existing_store(settings)
     try:
         paper = store.get_paper(paper_id)
         if paper is None:
@@ -75,18 +74,19 @@ def _print(decision: EligibilityDecision) -> None:
         else:
             where = f"lat {m.lat:.3f}" + ("" if m.lon is None else f", lon {m.lon:.3f}")
         verdict_colour = {"eligible": "green", "ineligible": "red", "uncertain": "yellow"}.get(v.verdict, "dim")
-        console.print(f"{i:>2}. [bold]{escape(m.text)}[/] ({m.source}"
-                      + (f", place {escape(m.place)}" if m.place and m.place != m.text else "") + ")",
+        console.print(Text.assemble(f"{i:>2}. ", (m.text, "bold"), f" ({m.source}"
+                                    + (f", place {m.place}" if m.place and m.place != m.text else "") + ")"),
                       highlight=False)
         console.print(f"    span {m.span_id} [{m.section}] {m.start}:{m.end}; {where}; {m.kind}"
-                      + (f"; region {v.region}" if v.region else ""), highlight=False, markup=False)
-        console.print(f"    [{verdict_colour}]{v.verdict}[/] {v.rule_id}: {escape(v.reason)}", highlight=False)
+                      + (f"; region {v.region}" if v.region else ""), highlight=False)
+        console.print(Text.assemble("    ", (v.verdict, verdict_colour), f" {v.rule_id}: {v.reason}"),
+                      highlight=False)
     for w in decision.warnings:
-        console.print(f"[yellow]warning[/] {w.rule_id}: {escape(w.message)}", highlight=False)
-    console.print(f"Decision: [bold {colour}]{decision.decision}[/]  rules: {', '.join(decision.rule_ids)}",
-                  highlight=False)
+        console.print(Text.assemble(("warning", "yellow"), f" {w.rule_id}: {w.message}"), highlight=False)
+    console.print(Text.assemble("Decision: ", (decision.decision, f"bold {colour}"),
+                                f"  rules: {', '.join(decision.rule_ids)}"), highlight=False)
     for r in decision.rejections:
-        console.print(f"  {r.rule_id}: {escape(r.message)}", highlight=False)
+        console.print(f"  {r.rule_id}: {r.message}", highlight=False)
     console.print(f"policy {decision.policy_version} (site rule '{decision.site_rule}') "
                   f"sha256 {decision.policy_sha256[:12]}; regions {decision.regions_sha256[:12]}; "
                   f"gazetteer {decision.gazetteer_sha256[:12]}", style="dim", highlight=False)

@@ -92,8 +92,8 @@ def _print_report(paths: object, report: object) -> None:
                       f"(p {r.test.p_value:.5f}, Holm {r.holm_p:.4f}); ACC {r.counts.acc:.3f}", highlight=False)
     if report.disagreements:
         with_answer = sum(1 for d in report.disagreements if not d.no_provider_answer)
-        console.print(f"[yellow]re-derivation: {len(report.disagreements)} outcome(s) differ from the "
-                      f"recorded ones ({with_answer} with a provider answer); see checks.json[/]")
+        console.print(f"re-derivation: {len(report.disagreements)} outcome(s) differ from the "
+                      f"recorded ones ({with_answer} with a provider answer); see checks.json", style="yellow")
     console.print(f"report written to {paths.out_dir}")
 
 
@@ -310,7 +310,7 @@ def policies_command(
     items: Annotated[Path, typer.Option("--items", help="The release items.jsonl.")],
     out: OutOption,
     db: Annotated[str, typer.Option("--db", help="Store URL or SQLite path.")] = "sqlite:///.arcticqa/eval-policies.db",
-    trials: Annotated[int, typer.Option("--trials", min=1)] = 3,
+    trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per condition and policy.")] = 3,
     overwrite: OverwriteOption = False,
 ) -> None:
     """Evaluate the built-in reference policies (always-abstain, first-option, random, oracle)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, err_console, handle_errors
+from arcticqa.cli.app import ConfigOption, OverwriteOption, Text, app, console, err_console, handle_errors
 from arcticqa.errors import StageError
 
 __all__ = ["validate_release_cmd", "export_cmd", "audit_cmd", "funnel_cmd"]
@@ -24,9 +24,9 @@ _MAX_PRINTED = 50
 def _call_store(config: Path | None, method: str, **kwargs: Any) -> Any:
     """Open the store and call one of its release/audit views."""
     from arcticqa.config import load_settings
-    from arcticqa.store import open_store
+    from arcticqa.store import open_existing_store
 
-    store = open_store(load_settings(config))
+    store = open_existing_store(load_settings(config))
     try:
         return getattr(store, method)(**kwargs)
     finally:
@@ -41,8 +41,6 @@ def validate_release_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON record per issue / flagged item or option.")] = False,
 ) -> None:
     """Check a release folder against the schemas, the manifest hashes and cross-file invariants."""
-    from rich.markup import escape
-
     from arcticqa.release.validate import validate_release
 
     report = validate_release(release_dir, recheck=recheck)
@@ -61,7 +59,7 @@ def validate_release_cmd(
         counts = ", ".join(f"{v} {k}" for k, v in report.counts.items())
         console.print(f"{release_dir}: {counts or 'nothing read'}", highlight=False, soft_wrap=True)
         for w in report.warnings[:_MAX_PRINTED]:
-            console.print(f"[yellow]warning:[/] {escape(str(w))}", highlight=False, soft_wrap=True)
+            console.print(Text.assemble(("warning:", "yellow"), f" {w}"), highlight=False, soft_wrap=True)
         if report.recheck is not None:
             rc = report.recheck_counts()
             n_errors = len(report.recheck_errors)
@@ -83,7 +81,7 @@ def validate_release_cmd(
     for e in report.errors[:_MAX_PRINTED]:
         err_console.print(str(e), highlight=False, markup=False, soft_wrap=True)
     if report.ok and not as_json:
-        console.print("[green]valid[/]")
+        console.print("valid", style="green")
     report.raise_for_errors()
 
 
@@ -104,14 +102,14 @@ def export_cmd(
     Refuses (exit 2) a release without items unless --allow-empty."""
     from arcticqa.config import load_settings
     from arcticqa.release.jsonio import load_json
-    from arcticqa.store import open_store
+    from arcticqa.store import open_existing_store
     from arcticqa.store.views import export_from_store
 
     prompt_data = load_json(prompt) if prompt is not None else None
     if prompt_data is not None and not isinstance(prompt_data, dict):
         raise StageError("the evaluation prompt must be a JSON object")
     settings = load_settings(config)
-    store = open_store(settings)
+    store = open_existing_store(settings)
     try:
         path = export_from_store(store, settings, out, release_id=release_id, prompt=prompt_data,
                                  include_evidence=include_evidence,
@@ -153,13 +151,17 @@ def audit_cmd(
         for r in rows:
             typer.echo(json.dumps(r.model_dump(mode="json"), ensure_ascii=False, sort_keys=True))
         return
-    from rich.table import Table
-
-    table = Table("stage", "rule", "status", "paper", "item", "message", "evidence")
+    # one block per row instead of a table: rule and paper ids are copied into --rule/--paper, so
+    # they must never be cut, and a 7-column table cuts them even at 140 columns
     for r in rows:
-        table.add_row(r.stage, r.rule_id, r.status, r.paper_id or "", r.item_id or "", r.message,
-                      json.dumps(r.evidence, ensure_ascii=False, sort_keys=True) if r.evidence else "")
-    console.print(table)
+        console.print(Text.assemble((r.rule_id, "bold"), f"  {r.status}  stage {r.stage}",
+                                    f"  paper {r.paper_id}" if r.paper_id else "",
+                                    f"  item {r.item_id}" if r.item_id else ""), highlight=False, soft_wrap=True)
+        console.print(f"    {r.message}", highlight=False)
+        if r.evidence:
+            console.print("    evidence: " + json.dumps(r.evidence, ensure_ascii=False, sort_keys=True),
+                          highlight=False, soft_wrap=True)
+    console.print(f"{len(rows)} row(s)", highlight=False)
 
 
 @app.command("funnel")

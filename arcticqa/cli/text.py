@@ -8,10 +8,15 @@ from typing import Annotated
 
 import typer
 
-from arcticqa.cli.app import ConfigOption, app, console, handle_errors
+from arcticqa.cli.app import ConfigOption, Text, app, console, handle_errors
 from arcticqa.errors import InputError
 
-__all__ = ["extract_text_command", "ingest_pdfs_command"]
+__all__ = ["extract_text_command", "ingest_pdfs_command", "BAD_INPUT_STATUSES"]
+
+
+#: the file itself is unusable (exit 2, like any bad input); other failures are a readable PDF that
+#: gave no text within the limits (no_text_layer, timeout, too_many_pages: exit 1)
+BAD_INPUT_STATUSES = frozenset({"not_pdf", "corrupt", "encrypted", "empty"})
 
 
 @app.command("extract-text")
@@ -27,7 +32,9 @@ def extract_text_command(
     """Extract one PDF exactly as the extract_text stage does and show the result."""
     from arcticqa.stages.extract_text import ExtractionLimits, extract_document
 
-    if not file.is_file():
+    if file.is_dir():
+        raise InputError("is a directory; give one PDF file", path=str(file))
+    if not file.exists():
         raise InputError("no such file", path=str(file))
     try:
         data = file.read_bytes()
@@ -53,9 +60,9 @@ def extract_text_command(
         from rich.table import Table
 
         colour = "green" if document.status == "ok" else "red"
-        console.print(f"[bold]{file}[/]: [{colour}]{document.status}[/]"
-                      + (f" — {document.message}" if document.message else "")
-                      + f", {document.pages} pages", highlight=False)
+        console.print(Text.assemble((str(file), "bold"), ": ", (document.status, colour),
+                                    (f" — {document.message}" if document.message else "")
+                                    + f", {document.pages} pages"), highlight=False)
         if document.sections:
             table = Table("section", "kind", "evidence", "first words")
             for s in document.sections:
@@ -68,7 +75,9 @@ def extract_text_command(
         console.print(f"{len(document.spans)} spans, {len(document.chunks)} chunks, "
                       f"{len(document.text)} characters", highlight=False)
         for warning in document.warnings:
-            console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+            console.print(Text.assemble(("warning:", "yellow"), f" {warning}"), highlight=False)
+    if document.status in BAD_INPUT_STATUSES:
+        raise typer.Exit(2)
     if document.status != "ok":
         raise typer.Exit(1)
 
@@ -80,17 +89,17 @@ def ingest_pdfs_command(
     map_csv: Annotated[Path, typer.Option("--map", help="CSV with columns file, and doi or paper_id.")],
     config: ConfigOption = None,
 ) -> None:
-    """Attach local PDFs (e.g. from institutional access) to papers by DOI or paperId."""
+    """Attach local PDFs (from institutional access, say) to papers by DOI or paperId."""
     from arcticqa.config import load_settings
+    from arcticqa.store import open_existing_store
     from arcticqa.text.fetch import pdf_cache_dir
     from arcticqa.text.ingest import ingest_pdfs
 
     settings = load_settings(config)
-    ingested = ingest_pdfs(directory, map_csv, pdf_cache_dir(settings.build.data_dir))
-    from arcticqa.store import open_store
-
-    store = open_store(settings)
+    # the papers must already be discovered, so a missing store is found before any PDF is copied
+    store = open_existing_store(settings)
     try:
+        ingested = ingest_pdfs(directory, map_csv, pdf_cache_dir(settings.build.data_dir))
         store.attach_pdf(ingested)
     finally:
         store.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
+from rich.text import Text
 
 from arcticqa.outputs import os_errors, write_file
 
@@ -74,10 +75,10 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def _step(console: Console, result: DemoResult, name: str, label: str, fn: Callable[[], T]) -> T:
     started = time.perf_counter()
-    with console.status(f"[bold]{label}[/] …"):
+    with console.status(Text.assemble((label, "bold"), " …")):
         value = fn()
     result.seconds[name] = round(time.perf_counter() - started, 2)
-    console.print(f"[green]✓[/] {label} ({result.seconds[name]:.1f} s)")
+    console.print(Text.assemble(("✓", "green"), f" {label} ({result.seconds[name]:.1f} s)"))
     return value
 
 
@@ -145,7 +146,7 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
                           trials=trials, eval_set="arcticqa-demo")))
         result.artifacts.update({"evaluation": paths.out_dir, "tables": paths.tables})
     else:
-        console.print("[yellow]no accepted items, so nothing to evaluate[/]")
+        console.print("no accepted items, so nothing to evaluate", style="yellow")
     _write_atomic(out_dir / "summary.json", json.dumps({
         "build": result.build, "items": result.items, "seconds": result.seconds,
         "artifacts": {k: str(v) for k, v in result.artifacts.items()}}, indent=2, sort_keys=True))

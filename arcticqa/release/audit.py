@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -127,6 +128,22 @@ def _pretty(evidence: dict[str, Any]) -> str:
     return json.dumps(evidence, ensure_ascii=False, indent=2, sort_keys=True, default=str) if evidence else ""
 
 
+def _anchors(prefix: str, identifiers: list[str]) -> dict[str, str]:
+    """identifier -> an HTML id usable as a URL fragment as typed (letters, digits, ``-``, ``_``),
+    unique on the page."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for ident in identifiers:
+        base = f"{prefix}-{re.sub(r'[^A-Za-z0-9_-]+', '-', ident).strip('-') or 'x'}"
+        anchor, n = base, 1
+        while anchor in used:
+            n += 1
+            anchor = f"{base}-{n}"
+        used.add(anchor)
+        out[ident] = anchor
+    return out
+
+
 def render_audit_html(data: AuditData) -> str:
     """One self-contained HTML page: funnel, filterable rejections, per-paper/item detail."""
     from importlib import resources
@@ -134,7 +151,7 @@ def render_audit_html(data: AuditData) -> str:
     from jinja2 import Environment, PackageLoader, StrictUndefined
     from markupsafe import Markup
 
-    from arcticqa.release.funnel import funnel_svg
+    from arcticqa.release.funnel import STEP_LABELS, funnel_svg
 
     script = resources.files("arcticqa.release").joinpath("templates/audit.js").read_text("utf-8")
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
@@ -148,12 +165,14 @@ def render_audit_html(data: AuditData) -> str:
         "papers": len(data.papers),
         "items": len(data.items),
     }
-    paper_anchor = {p.paper_id: f"paper-{i}" for i, p in enumerate(data.papers)}
-    item_anchor = {it.item_id: f"item-{i}" for i, it in enumerate(data.items)}
+    # addresses that stay the same from one audit of a store to the next (paper and item ids)
+    paper_anchor = _anchors("paper", [p.paper_id for p in data.papers])
+    item_anchor = _anchors("item", [it.item_id for it in data.items])
     stages = sorted({r.stage for r in data.rejections})
     rules = sorted({r.rule_id for r in data.rejections})
     return env.get_template("audit.html.j2").render(
         data=data, stages=stages, rules=rules, paper_anchor=paper_anchor, item_anchor=item_anchor,
+        paper_titles={p.paper_id: p.title for p in data.papers}, step_labels=STEP_LABELS,
         # matplotlib draws text as paths, so the SVG holds no text from the data
         funnel_svg=Markup(funnel_svg(data.funnel)),
         summary_json=Markup(safe_json_for_script(summary)),

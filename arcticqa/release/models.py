@@ -40,10 +40,11 @@ __all__ = [
 #: the abstain option of both conditions (ArcticQA v1 ``prompt.json`` ``abstention_option_text``)
 ABSTAIN_TEXT = "I abstain from answering"
 
-#: the build's funnel, in order (the PRISMA-style figure draws them top to bottom)
+#: the build's funnel, in order (the PRISMA-style figure draws them top to bottom): the paper
+#: boxes, then the candidate-item boxes (arcticqa.store.views.funnel_counts builds them)
 FUNNEL_STEPS: tuple[str, ...] = (
-    "discovered", "prefiltered", "eligible", "full_text", "findings", "questions", "verified",
-    "distractors", "accepted",
+    "discovered", "prefiltered", "full_text", "eligible", "with_items",
+    "candidates", "questions", "reconstructed", "verified", "distractors", "options_checked", "accepted",
 )
 
 ItemStatus = Literal["machine_accepted_unverified", "expert_verified"]
@@ -213,7 +214,7 @@ class FunnelStep(_Strict):
     name: str = Field(min_length=1)
     unit: str = Field(default="papers", description="papers|findings|questions|items")
     count: int = Field(ge=0)
-    #: rule id -> how many were rejected on the way into this step
+    #: rule id (or ``failed`` / ``not_yet_run``) -> how many units of the box before were left out here
     rejected: dict[str, int] = Field(default_factory=dict)
     needs_review: int = Field(default=0, ge=0)
 

@@ -326,13 +326,15 @@ def _judge(m: SiteMention, containing: list[MarineRegion], pol: EligibilityPolic
     assert m.lat is not None
     lo = m.lat_min if m.lat_min is not None else m.lat
     hi = m.lat_max if m.lat_max is not None else m.lat
+    if m.kind == "land":
+        containing = []  # a land site is judged by latitude and never placed in a marine polygon
     admitting = [r for r in containing if _admits(r, pol) is not False]
     shown = admitting or containing
     region_name = shown[0].name if shown else None
     where = f" ({region_name})" if region_name else ""
     if hi < 0:
         what = "Antarctic" if hi <= -60 else "southern hemisphere"
-        return "ineligible", R_SOUTHERN.id, f"{what} site at {hi:.2f}°{where}", region_name
+        return "ineligible", R_SOUTHERN.id, f"{what} site at {-hi:.2f}°S{where}", region_name
     if lo < 0:
         return "uncertain", R_STRADDLE.id, "latitude band crosses the equator", region_name
     if m.kind == "land":
@@ -457,7 +459,11 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
     uncertain = [v for v in chosen if v.verdict == "uncertain"]
 
     def names(vs: list[SiteVerdict]) -> list[str]:
-        return [v.mention.name for v in vs]
+        # one site can be found twice (a coordinate beside two different place names): say it once
+        return list(dict.fromkeys(v.mention.name for v in vs))
+
+    def reasons(vs: list[SiteVerdict]) -> str:
+        return "; ".join(dict.fromkeys(f"{v.mention.name}: {v.reason}" for v in vs))
 
     def site_rules(vs: list[SiteVerdict]) -> list[str]:
         return sorted({v.rule_id for v in vs})
@@ -467,9 +473,9 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
         for rid in site_rules(vs):
             members = [v for v in vs if v.rule_id == rid]
             out.append(Rejection(rule_id=rid, stage="eligibility",
-                                 message="; ".join(f"{v.mention.name}: {v.reason}" for v in members),
+                                 message=reasons(members),
                                  evidence={"sites": names(members),
-                                           "spans": [v.mention.span_id for v in members]}))
+                                           "spans": list(dict.fromkeys(v.mention.span_id for v in members))}))
         return out
 
     decision: Literal["eligible", "ineligible", "needs_review"]
@@ -526,7 +532,7 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
                 eligible=names(eligible), ineligible=names(ineligible)))
         if R_UNCERTAIN.id in rule_ids:
             rejections.append(R_UNCERTAIN.reject(
-                "; ".join(f"{v.mention.name}: {v.reason}" for v in uncertain), sites=names(uncertain)))
+                reasons(uncertain), sites=names(uncertain)))
         if R_NO_MAJORITY.id in rule_ids:
             rejections.append(R_NO_MAJORITY.reject(
                 f"{len(eligible)} eligible, {len(ineligible)} ineligible, {len(uncertain)} uncertain of {n}",

@@ -38,7 +38,7 @@ from sqlmodel import SQLModel, col, select
 
 from arcticqa import __version__
 from arcticqa.config import Settings
-from arcticqa.errors import InputError, StoreError
+from arcticqa.errors import InputError, StoreError, StoreMissing
 from arcticqa.evidence import Document
 from arcticqa.llm.batch import BatchJob, LineResult
 from arcticqa.llm.gateway import CallRecord
@@ -61,8 +61,8 @@ from arcticqa.store.tables import (
     utcnow,
 )
 
-__all__ = ["Store", "Claim", "open_store", "input_hash", "migrate_engine", "MIGRATIONS_DIR", "HOST",
-           "pid_alive"]
+__all__ = ["Store", "Claim", "open_store", "open_existing_store", "sqlite_file", "input_hash", "migrate_engine",
+           "MIGRATIONS_DIR", "HOST", "pid_alive"]
 
 # Core tables for the per-step hot path (see arcticqa.store.db.write_connection)
 _RUN = StageRun.__table__  # type: ignore[attr-defined]
@@ -604,7 +604,6 @@ class Store:
         Each becomes a succeeded ``fetch_fulltext`` attempt, so the build extracts it next.
         Papers are matched by paperId, else DOI; an unmatched row is an error naming it.
         """
-        from arcticqa.errors import InputError
         from arcticqa.store.tables import FetchRow
 
         with read_session(self.engine) as s:
@@ -648,3 +647,23 @@ class Store:
 def open_store(settings: Settings) -> Store:
     return Store(settings.store.url, busy_timeout_s=settings.store.busy_timeout_s,
                  stale_after_s=settings.store.stale_after_s)
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a ``sqlite:///`` URL names (None for in-memory or other databases)."""
+    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        return None
+    return Path(url.removeprefix("sqlite:///").split("?", 1)[0]).expanduser()
+
+
+def open_existing_store(settings: Settings) -> Store:
+    """The store of a command that only reads it: a missing SQLite file is an error, not created.
+
+    Opening with :func:`open_store` would create an empty ``arcticqa.db`` wherever the user
+    happened to be and report an empty build, which hides the real mistake (wrong folder or
+    missing ``-c``). A zero-byte file is not a store either (nothing was ever built into it).
+    """
+    path = sqlite_file(settings.store.url)
+    if path is not None and (not path.is_file() or path.stat().st_size == 0):
+        raise StoreMissing(f"no store at {path} (run `arcticqa build`, or pass -c CONFIG)")
+    return open_store(settings)

@@ -27,28 +27,53 @@ from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
 from arcticqa.store.tables import ItemRow, Paper, RawRecord, RejectionRow, SpanRow, StageRun
 
-__all__ = ["release_items", "funnel_counts", "audit_data", "FUNNEL_ORDER"]
+__all__ = ["release_items", "funnel_counts", "audit_data", "PAPER_FUNNEL", "CANDIDATE_FUNNEL", "FAILED",
+           "NOT_YET_RUN"]
 
-#: the funnel in the order the build runs its stages (eligibility reads the full text)
-FUNNEL_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("discovered", ("discover",)),
+#: the paper funnel in the order the build runs its stages (eligibility reads the full text); each
+#: box counts papers, and a paper left out is counted once, at the box where it stopped
+PAPER_FUNNEL: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("prefiltered", ("prefilter",)),
     ("full_text", ("fetch_fulltext", "extract_text")),
     ("eligible", ("eligibility",)),
-    ("findings", ("findings",)),
-    ("questions", ("question", "reconstruct")),
-    ("verified", ("verify",)),
-    ("distractors", ("distractors", "option_check")),
-    ("accepted", ("accept", "construct")),
+    ("with_items", ("construct",)),
 )
+#: the candidate-item funnel: construct's steps after findings, once per candidate (a finding, or
+#: its revision) of the papers that reached construction
+CANDIDATE_FUNNEL: tuple[tuple[str, str], ...] = (
+    ("questions", "question"),
+    ("reconstructed", "reconstruct"),
+    ("verified", "verify"),
+    ("distractors", "distractors"),
+    ("options_checked", "option_check"),
+    ("accepted", "accept"),
+)
+#: the two buckets of a box that are not rule ids: the step failed (an error, retried by
+#: ``arcticqa resume``), or has not run yet (a build still going, or stopped)
+FAILED, NOT_YET_RUN = "failed", "not_yet_run"
 
 
-def _span_texts(store: Store, span_ids: set[str]) -> dict[str, str]:
+def _cited_span_ids(evidence: dict[str, Any] | None) -> list[str]:
+    """The span ids a rejection's evidence cites (``spans``, ``span_ids``, ``span_id``, ``evidence_span_id``)."""
+    ev = evidence or {}
+    found: list[str] = []
+    for key in ("spans", "span_ids", "span_id", "evidence_span_id"):
+        value = ev.get(key)
+        for sid in value if isinstance(value, list) else [value]:
+            if isinstance(sid, str) and sid not in found:
+                found.append(sid)
+    return found
+
+
+def _span_rows(store: Store, span_ids: set[str]) -> dict[str, SpanRow]:
     if not span_ids:
         return {}
     with read_session(store.engine) as s:
-        rows = s.exec(select(SpanRow).where(col(SpanRow.span_id).in_(sorted(span_ids)))).all()
-        return {r.span_id: r.text for r in rows}
+        return {r.span_id: r for r in s.exec(select(SpanRow).where(col(SpanRow.span_id).in_(sorted(span_ids)))).all()}
+
+
+def _span_texts(store: Store, span_ids: set[str]) -> dict[str, str]:
+    return {sid: row.text for sid, row in _span_rows(store, span_ids).items()}
 
 
 def release_items(store: Store) -> list[ReleaseItem]:
@@ -87,36 +112,69 @@ def release_items(store: Store) -> list[ReleaseItem]:
     return out
 
 
-def _rejection_counts(rows: list[RejectionRow], stages: tuple[str, ...]) -> dict[str, int]:
-    return dict(Counter(r.rule_id for r in rows if r.stage in stages or r.rule_id.split(".")[0] in stages))
+def _first_rules(rows: list[RejectionRow]) -> dict[int, str]:
+    """stage_run id -> the rule id of its first rejection (the one a left-out unit is counted under)."""
+    first: dict[int, str] = {}
+    for r in sorted(rows, key=lambda r: r.id or 0):
+        first.setdefault(r.stage_run_id, r.rule_id)
+    return first
+
+
+def _outcome(runs: list[StageRun | None], rules: dict[int, str]) -> tuple[str, StageRun | None]:
+    """Where one unit stopped among these stages: "passed", a rule id, FAILED or NOT_YET_RUN."""
+    for run in runs:
+        if run is None or run.status in ("pending", "running"):
+            return NOT_YET_RUN, run
+        if run.status == "failed":
+            return FAILED, run
+        if run.status != "succeeded":
+            return rules.get(run.id or -1, f"{run.stage}.rejected"), run
+    return "passed", None
 
 
 def funnel_counts(store: Store) -> FunnelCounts:
-    """Papers reaching each step, and rejections (by rule id) on the way into it."""
+    """The paper funnel and the candidate-item funnel of the build.
+
+    In every box after the first of its unit, the units that reached the box before equal those
+    that reach this one plus those left out here (by rule id, ``failed``, ``not_yet_run``) plus
+    those held for review: nothing is counted twice or in the wrong unit.
+    """
     with read_session(store.engine) as s:
         papers = s.exec(select(Paper)).all()
         invalid = sum(1 for r in s.exec(select(RawRecord)).all()
                       if (r.payload or {}).get("rejection") is not None)
-    rejections = store.rejections()
-    latest = store.runs()
-    ok_papers: dict[str, set[str]] = defaultdict(set)
-    for run in latest:
-        if run.status == "succeeded":
-            ok_papers[run.stage].add(run.paper_id)
-    review = sum(1 for run in latest if run.stage == "eligibility" and run.output
-                 and run.output.get("decision") == "needs_review")
-    kept = [p for p in papers if p.duplicate_of is None]
-    steps = [FunnelStep(name="discovered", count=len(kept),
-                        rejected={k: v for k, v in {"discover.duplicate": len(papers) - len(kept),
+    rules = _first_rules(store.rejections())
+    latest: dict[tuple[str, str, str], StageRun] = {(r.paper_id, r.stage, r.subject): r for r in store.runs()}
+    reaching = sorted(p.paper_id for p in papers if p.duplicate_of is None)
+    steps = [FunnelStep(name="discovered", count=len(reaching),
+                        rejected={k: v for k, v in {"discover.duplicate": len(papers) - len(reaching),
                                                     "discover.invalid_record": invalid}.items() if v})]
-    for name, stages in FUNNEL_ORDER[1:]:
-        last = stages[-1]
-        if name == "accepted":
-            count = len({r.paper_id for r in store.items()})
-        else:
-            count = len(ok_papers[last])
-        steps.append(FunnelStep(name=name, count=count, rejected=_rejection_counts(rejections, stages),
-                                needs_review=review if name == "eligible" else 0))
+    for name, stages in PAPER_FUNNEL:
+        passed, left_out, review = [], Counter[str](), 0
+        for pid in reaching:
+            where, run = _outcome([latest.get((pid, st, "")) for st in stages], rules)
+            if where == "passed":
+                passed.append(pid)
+            elif run is not None and run.stage == "eligibility" and (run.output or {}).get("decision") == "needs_review":
+                review += 1
+            else:
+                left_out[where] += 1
+        steps.append(FunnelStep(name=name, count=len(passed), rejected=dict(left_out), needs_review=review))
+        reaching = passed
+    construct = set(reaching) | {pid for pid, st, _ in latest if st == "construct"}
+    candidates = sorted({(pid, sub) for pid, st, sub in latest
+                         if sub and st in {st for _, st in CANDIDATE_FUNNEL} and pid in construct})
+    steps.append(FunnelStep(name="candidates", unit="candidates", count=len(candidates)))
+    for name, stage in CANDIDATE_FUNNEL:
+        moving, left_out = [], Counter[str]()
+        for pid, sub in candidates:
+            where, _ = _outcome([latest.get((pid, stage, sub))], rules)
+            if where == "passed":
+                moving.append((pid, sub))
+            else:
+                left_out[where] += 1
+        steps.append(FunnelStep(name=name, unit="candidates", count=len(moving), rejected=dict(left_out)))
+        candidates = moving
     return FunnelCounts(steps=steps)
 
 
@@ -196,6 +254,7 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
     eligibility_review = {r.paper_id for r in runs if r.stage == "eligibility" and r.output
                           and r.output.get("decision") == "needs_review"}
     all_rejections = store.rejections(paper=paper)
+    cited = _span_rows(store, {sid for r in all_rejections if not r.subject for sid in _cited_span_ids(r.evidence)})
     audit_papers = []
     paper_stage_order = ("prefilter", "fetch_fulltext", "extract_text", "eligibility", "construct")
     for pid, row in sorted(papers.items()):
@@ -206,10 +265,16 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
         status = mine[last].status if last else "pending"
         if pid in eligibility_review and last == "eligibility":
             status = "needs_review"
+        paper_rejections = [r for r in all_rejections if r.paper_id == pid and not r.subject]
+        # every span a rejection cites, with its text, so the page shows what the rule read
+        spans = [AuditSpan(span_id=sid, role=r.rule_id, section=span.section, page=span.page, start=span.start,
+                           end=span.end, text=span.text)
+                 for r in paper_rejections for sid in _cited_span_ids(r.evidence)
+                 if (span := cited.get(sid)) is not None]
         audit_papers.append(AuditPaper(
             paper_id=pid, title=row.title, doi=row.doi, year=row.year, status=status, stage=last,
-            rejections=[_audit_rejection(r, status) for r in all_rejections
-                        if r.paper_id == pid and not r.subject],
+            evidence_spans=spans,
+            rejections=[_audit_rejection(r, status) for r in paper_rejections],
             item_ids=sorted(i for i, it in items.items() if it.paper_id == pid)))
     texts = _span_texts(store, {e["id"] for r in runs if r.stage == "findings" and r.output
                                 for f in r.output.get("findings", []) for e in f.get("support", [])})

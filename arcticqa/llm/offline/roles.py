@@ -30,7 +30,9 @@ from arcticqa.llm.offline.text import (
     RESULTISH,
     RU_CHANGE_VERB,
     SpanText,
+    answer_hedge,
     answer_noun,
+    answer_scope,
     best_value,
     citing,
     closed_set_answer,
@@ -526,9 +528,10 @@ def _answer_sentences(spans: Sequence[SpanText], answer: str) -> list[tuple[Span
     return [(s, sent) for s, sent in sentences_in(spans) if answer_in_evidence(answer, prepare_text(sent))]
 
 
-def _doubted(span: SpanText, sentence: str) -> bool:
-    """A sentence in the same span that hedges about the same quantity (shares its subject words)."""
-    subject = " ".join(w for w in words(sentence)[:8])
+def _doubted(span: SpanText, sentence: str, answer: str) -> bool:
+    """A sentence in the same span that hedges about the same quantity (shares the subject words
+    of the clause stating the answer)."""
+    subject = " ".join(w for w in words(answer_scope(sentence, answer))[:8])
     return any(is_hedged(other) and overlap(subject, other) >= 0.3
                for other in split_sentences_any(span.text) if other != sentence)
 
@@ -550,13 +553,16 @@ def verifier(variables: Mapping[str, Any], response_model: type[BaseModel]) -> B
     recon = variables.get("reconstruction") or {}
     spans = spans_of(variables)
     stated = _answer_sentences(spans, answer)
+    # the hedge is looked for where the answer is stated, not in a contrasted clause beside it
     clean = [(s, sent) for s, sent in stated
-             if not is_hedged(sent) and not citing(sent) and not _doubted(s, sent)]
+             if not answer_hedge(sent, answer) and not citing(sent) and not _doubted(s, sent, answer)]
     reason = ""
     if not stated:
         reason = "no cited sentence states the answer"
     elif not clean:
-        reason = "every cited sentence stating the answer hedges or is doubted in the same paragraph"
+        hedges = sorted({h for _, sent in stated if (h := answer_hedge(sent, answer))})
+        reason = ("every cited sentence stating the answer hedges or is doubted in the same paragraph"
+                  + (f" (hedged by {', '.join(repr(h) for h in hedges)})" if hedges else ""))
     scope = {k: str(v) for k, v in (finding.get("scope") or {}).items() if v}
     scope_ok = all(phrase_covered(f"{question}\n{context}", v) for v in scope.values())
     equivalent: bool | None = None

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from arcticqa.gates.evidence import cites_other_work
+from arcticqa.gates.evidence import answer_in_evidence, cites_other_work
 from arcticqa.gates.numbers import Number, parse_numbers, prepare_text
 from arcticqa.gates.text import content_words, language_script
 
@@ -23,6 +23,8 @@ __all__ = [
     "spans_of",
     "split_sentences_any",
     "is_hedged",
+    "answer_hedge",
+    "answer_scope",
     "is_negative_result",
     "is_cyrillic",
     "numeric_values",
@@ -103,6 +105,39 @@ _DISCLAIMER = re.compile(r"\b(?:fictional|not real data)\b|вымышлен", re
 
 def is_hedged(sentence: str) -> bool:
     return bool(_HEDGE.search(sentence))
+
+
+# Contrastive joints: what stands before one is a claim of its own, so its hedge does not qualify
+# what follows ("X seemed earlier, but 9 of 20 plots lacked images" states the 9 plainly).
+# Concessive joints (although, though, while) are not here: "9 plots lacked images, although
+# this may be an undercount" hedges the 9, so such a sentence stays one scope.
+_CONTRAST = re.compile(r"\s*;\s*|,\s*(?:but|whereas|yet|however),?\s+|\s+but\s+|,\s*(?:но|однако),?\s+", re.I)
+# a later clause that points back at the answer ("but this may ...") still qualifies it
+_ANAPHORIC = re.compile(r"(?:this|that|these|those|it|which|the (?:estimate|value|number|count|figure|result)s?)\b"
+                        r"|(?:это|эт[аио]|эти)(?![\w])", re.I)
+
+
+def answer_scope(sentence: str, answer: str) -> str:
+    """The part of ``sentence`` that states ``answer``: its clause plus later clauses that point
+    back at it; a clause before a contrastive joint is left out. When no single clause states
+    the answer (or the sentence has no such joint) it is the whole sentence."""
+    pieces = _CONTRAST.split(sentence)
+    at = next((i for i, piece in enumerate(pieces) if answer_in_evidence(answer, prepare_text(piece))), None)
+    if at is None:
+        return sentence
+    scope = [pieces[at]]
+    for later in pieces[at + 1:]:
+        if not _ANAPHORIC.match(later.strip()):
+            break
+        scope.append(later)
+    return " ".join(scope)
+
+
+def answer_hedge(sentence: str, answer: str) -> str | None:
+    """The hedge word qualifying the statement of ``answer`` in ``sentence`` (its
+    :func:`answer_scope`), or None."""
+    found = _HEDGE.search(answer_scope(sentence, answer))
+    return found.group(0) if found else None
 
 
 def is_negative_result(sentence: str) -> bool:

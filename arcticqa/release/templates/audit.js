@@ -29,11 +29,15 @@
     target.scrollIntoView();
   }
 
+  // links are plain #anchors, so every paper and item has an address; the hash opens it
+  function openFromHash() {
+    if (location.hash.length > 1) { openDetail(decodeURIComponent(location.hash.slice(1))); }
+  }
+
   [stageSel, ruleSel].forEach(function (el) { el.addEventListener("change", applyFilters); });
   text.addEventListener("input", applyFilters);
-  document.querySelectorAll("button.open").forEach(function (b) {
-    b.addEventListener("click", function () { openDetail(b.dataset.target); });
-  });
+  window.addEventListener("hashchange", openFromHash);
   applyFilters();
+  openFromHash();
   document.body.dataset.ready = "1";
 })();
