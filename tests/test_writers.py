@@ -22,9 +22,11 @@ from typer.testing import CliRunner
 
 import arcticqa.cli  # noqa: F401  (registers every command)
 from arcticqa.cli.app import app
+from arcticqa.config import load_settings
 from arcticqa.errors import OutputError
 from arcticqa.evaluate.reportio import write_report_folder
 from arcticqa.outputs import check_file_target, write_file, write_folder
+from arcticqa.store import Store
 from tests.pipeline_fixtures import write_config
 from tests.release_factories import export, make_item
 
@@ -74,6 +76,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     responses = base / "responses.csv"
     responses.write_text("trial_id\n", encoding="utf-8")
     config = write_config(base / "cfg", base_url="http://127.0.0.1:9/v1", corpus=base / "none.jsonl")
+    # an empty but migrated store: the reading commands refuse a missing one (issue 18)
+    Store(load_settings(config).store.url).engine.dispose()
     return {"items": release / "items.jsonl", "responses": responses, "config": config}
 
 
