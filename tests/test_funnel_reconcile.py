@@ -55,11 +55,12 @@ def test_every_box_is_the_box_before_minus_what_it_left_out(store: Store, demo: 
 
 
 def test_funnel_figure_labels_are_plain_words(store: Store, tmp_path: Path) -> None:
-    runner_out = tmp_path / "f.svg"
+    figure = tmp_path / "f.svg"
     from arcticqa.release.funnel import STEP_LABELS, render_funnel
 
-    render_funnel(store.funnel_counts(), runner_out)
-    assert set(STEP_LABELS) == set(FUNNEL_STEPS)
+    render_funnel(store.funnel_counts(), figure)
+    assert figure.read_text(encoding="utf-8").lstrip().startswith("<?xml")
+    assert set(STEP_LABELS) == set(FUNNEL_STEPS)  # every box has a label in words
     assert all("_" not in label for label in STEP_LABELS.values())
 
 
