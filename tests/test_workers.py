@@ -247,7 +247,7 @@ def test_build_workers_flag_runs_helper_processes_on_the_same_store(tmp_path: Pa
         reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
         build_in_process(reference)
         expected_items = _items(Store(load_settings(reference).store.url))
-    with FakeOpenAIServer(ScriptedModel(), latency=0.3) as srv:
+    with FakeOpenAIServer(ScriptedModel(), latency=0.6) as srv:  # the helper must start before construction ends, even on a loaded machine
         config = write_config(tmp_path / "workers", base_url=srv.base_url, corpus=corpus)
         build = _worker(config, "build", "--workers", "2")
         out = build.communicate(timeout=300)[0]
