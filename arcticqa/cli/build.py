@@ -250,9 +250,12 @@ def doctor(config: ConfigOption = None,
 
     settings = load_settings(config)
     problems = 0
-    table = Table(title="roles")
+    from rich import box
+
+    # names and env-var names are folded, never cut with "…": a user copies them into the config
+    table = Table(title="roles", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in ("role", "model config", "provider", "model", "key", "endpoint"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold", no_wrap=col == "role")
     seen_endpoints: dict[str, str | Text] = {}
     for role in ROLES:
         # load_settings has already checked that every role names a defined model config
