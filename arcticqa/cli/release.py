@@ -71,7 +71,7 @@ def validate_release_cmd(
                 cov = report.coverage
                 console.print(f"deterministic coverage: {cov['proved']} of {cov['distractors']} distractors "
                               f"({cov['proved'] / cov['distractors']:.1%}) proved false from question, "
-                              "context and answer alone", highlight=False)
+                              "context and answer alone", highlight=False, soft_wrap=True)
             if report.cues:
                 from arcticqa.release.cues import CueResult, cue_table
 
