@@ -4,8 +4,8 @@ Per-paper and per-item failures are *recorded* (stage_run status + error) rather
 through the flow; these exceptions are what a stage raises for the runner to record, and what
 the CLI turns into a clear message and a non-zero exit (``exit_code``, 2 for bad input).
 
-The tree (``tests/test_house_rules.py`` checks that it lists every class defined here, and that
-every public exception class of ``arcticqa`` outside ``arcticqa/evaluate/`` is defined here)::
+The tree (``tests/test_house_rules.py`` checks that it draws every class defined here under its
+real base class, and that every public exception class of ``arcticqa`` is defined here)::
 
     ArcticQAError                     exit 1
     ├── ConfigError                   exit 2
@@ -27,8 +27,7 @@ every public exception class of ``arcticqa`` outside ``arcticqa/evaluate/`` is d
         └── FailureThresholdExceeded
 
 Module-private control-flow signals (``_Retry``, ``_Outcome`` in ``text/fetch.py``, ``_Reject`` in
-``geo/coordinates.py``) never leave their module and stay there. The evaluator's exceptions
-(``arcticqa/evaluate/``) are not moved yet.
+``geo/coordinates.py``) never leave their module and stay there.
 """
 
 from __future__ import annotations
