@@ -2,4 +2,6 @@
 
 from arcticqa.cli import main
 
+__all__: list[str] = []
+
 main()

@@ -2,7 +2,32 @@
 
 Per-paper and per-item failures are *recorded* (stage_run status + error) rather than raised
 through the flow; these exceptions are what a stage raises for the runner to record, and what
-the CLI turns into a clear message and a non-zero exit.
+the CLI turns into a clear message and a non-zero exit (``exit_code``, 2 for bad input).
+
+The tree (``tests/test_house_rules.py`` checks that it draws every class defined here under its
+real base class, and that every public exception class of ``arcticqa`` is defined here)::
+
+    ArcticQAError                     exit 1
+    ├── ConfigError                   exit 2
+    ├── InputError                    exit 2
+    │   └── OutputError               exit 2
+    ├── StoreError                    exit 1
+    │   └── StoreMissing              exit 2
+    ├── LLMError                      exit 1
+    │   ├── LLMTransportError
+    │   ├── LLMOutputError
+    │   └── BudgetExceeded
+    ├── StageError                    exit 1
+    │   ├── UnknownSpanError
+    │   ├── ClaimedElsewhere
+    │   └── S2RequestError
+    │       ├── S2TransientError
+    │       └── S2TokenRejected
+    └── BuildFailed                   exit 1
+        └── FailureThresholdExceeded
+
+Module-private control-flow signals (``_Retry``, ``_Outcome`` in ``text/fetch.py``, ``_Reject`` in
+``geo/coordinates.py``) never leave their module and stay there.
 """
 
 from __future__ import annotations
@@ -19,7 +44,13 @@ __all__ = [
     "LLMOutputError",
     "BudgetExceeded",
     "StageError",
+    "UnknownSpanError",
+    "ClaimedElsewhere",
+    "S2RequestError",
+    "S2TransientError",
+    "S2TokenRejected",
     "BuildFailed",
+    "FailureThresholdExceeded",
 ]
 
 
@@ -85,5 +116,34 @@ class StageError(ArcticQAError):
     """A stage could not run for a reason that is not a rejection (e.g. missing upstream output)."""
 
 
+class UnknownSpanError(StageError):
+    """A span id that the document does not have, or whose stored text no longer matches."""
+
+
+class ClaimedElsewhere(StageError):
+    """A construction step is being run by another live worker (this attempt gives way)."""
+
+
+class S2RequestError(StageError):
+    """Semantic Scholar answered a request with an error (or not at all)."""
+
+    def __init__(self, message: str, *, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        self.status, self.retry_after = status, retry_after
+        super().__init__(message)
+
+
+class S2TransientError(S2RequestError):
+    """A failure worth retrying: 429, 5xx, transport error, or an empty non-final page."""
+
+
+class S2TokenRejected(S2RequestError):
+    """The server refused a continuation token (expired or unknown)."""
+
+
 class BuildFailed(ArcticQAError):
     """The build stopped on purpose: more than the allowed share of a batch failed at a stage."""
+
+
+class FailureThresholdExceeded(BuildFailed):
+    """More than ``failure_threshold`` of a batch failed: something systemic is wrong."""

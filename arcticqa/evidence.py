@@ -14,14 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from arcticqa.errors import StageError
+from arcticqa.errors import UnknownSpanError
 
 __all__ = [
     "Section",
     "Span",
     "Chunk",
     "Document",
-    "UnknownSpanError",
     "span_id_for",
     "chunk_id_for",
     "sha256_text",
@@ -105,10 +104,6 @@ class Document(BaseModel):
             if s.id == span_id:
                 return s
         return None
-
-
-class UnknownSpanError(StageError):
-    """A span id that the document does not have, or whose stored text no longer matches."""
 
 
 def resolve_span(document: Document, span_id: str) -> Span:

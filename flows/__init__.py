@@ -5,6 +5,8 @@ server cannot open its database in a folder that does not exist yet."""
 import os
 from pathlib import Path
 
+__all__: list[str] = []  # the flows are imported by module: flows.build_arcticqa, ...
+
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 if os.environ.get("PREFECT_HOME"):

@@ -10,8 +10,8 @@ import pymupdf
 import pytest
 from typer.testing import CliRunner
 
+from arcticqa.errors import UnknownSpanError
 from arcticqa.evidence import (
-    UnknownSpanError,
     find_quote,
     render_spans_for_prompt,
     resolve_span,

@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from arcticqa.cli.app import ConfigOption, Text, app, console, err_console, handle_errors
+from arcticqa.errors import FailureThresholdExceeded
 
 __all__: list[str] = []
 
@@ -58,7 +59,7 @@ SourceOption = Annotated[
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
          source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1) -> None:
     from arcticqa.config import load_settings
-    from arcticqa.pipeline.build import FailureThresholdExceeded, run_build
+    from arcticqa.pipeline.build import run_build
     from arcticqa.pipeline.runner import open_build_context
 
     cfg_path = str(config) if config else None

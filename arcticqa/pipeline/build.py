@@ -16,16 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from arcticqa.errors import BuildFailed
+from arcticqa.errors import FailureThresholdExceeded
 from arcticqa.pipeline.runner import BatchReport, BuildContext, StageSpec, run_stage_batch
 
-__all__ = ["BuildSummary", "Dispatch", "run_build", "batches", "FailureThresholdExceeded"]
+__all__ = ["BuildSummary", "Dispatch", "run_build", "batches"]
 
 Dispatch = Callable[[StageSpec, int, list[str]], Awaitable[BatchReport]]
-
-
-class FailureThresholdExceeded(BuildFailed):
-    """More than ``failure_threshold`` of a batch failed: something systemic is wrong."""
 
 
 class BuildSummary(BaseModel):

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 from sqlmodel import SQLModel
 
 from arcticqa.config import Settings
-from arcticqa.errors import BudgetExceeded, StageError
+from arcticqa.errors import BudgetExceeded, ClaimedElsewhere
 from arcticqa.evidence import Document
 from arcticqa.llm.gateway import Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
@@ -44,7 +44,6 @@ __all__ = [
     "open_build_context",
     "run_stage_batch",
     "StoreStepRunner",
-    "ClaimedElsewhere",
     "Heartbeat",
     "LIVE_CONTEXTS",
     "live_context",
@@ -144,10 +143,6 @@ class BatchReport:
                      statuses=dict(raw.get("statuses") or {}), stopped=raw.get("stopped"))
         report.counts.update(raw.get("counts") or {})
         return report
-
-
-class ClaimedElsewhere(StageError):
-    """A construction step is being run by another live worker (this attempt gives way)."""
 
 
 class Heartbeat:

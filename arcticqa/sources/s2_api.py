@@ -33,13 +33,10 @@ from semanticscholar import AsyncSemanticScholar
 from semanticscholar.ApiRequester import ApiRequester
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from arcticqa.errors import ConfigError, StageError
+from arcticqa.errors import ConfigError, S2RequestError, S2TokenRejected, S2TransientError
 from arcticqa.sources.ratelimit import RateLimiter
 
 __all__ = [
-    "S2RequestError",
-    "S2TransientError",
-    "S2TokenRejected",
     "ServerFilters",
     "RetryPolicy",
     "BulkPage",
@@ -49,23 +46,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
-
-
-class S2RequestError(StageError):
-    """Semantic Scholar answered a request with an error (or not at all)."""
-
-    def __init__(self, message: str, *, status: int | None = None,
-                 retry_after: float | None = None) -> None:
-        self.status, self.retry_after = status, retry_after
-        super().__init__(message)
-
-
-class S2TransientError(S2RequestError):
-    """A failure worth retrying: 429, 5xx, transport error, or an empty non-final page."""
-
-
-class S2TokenRejected(S2RequestError):
-    """The server refused a continuation token (expired or unknown)."""
 
 
 @dataclass(frozen=True)

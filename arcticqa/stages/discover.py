@@ -28,15 +28,13 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arcticqa.errors import ConfigError, InputError
+from arcticqa.errors import ConfigError, InputError, S2RequestError, S2TokenRejected
 from arcticqa.papers import S2_FIELDS, PaperRecord
 from arcticqa.sources.ratelimit import RateLimiter
 from arcticqa.sources.records import RawRecord, SourcePage, parse_record
 from arcticqa.sources.s2_api import (
     RetryPolicy,
     S2Client,
-    S2RequestError,
-    S2TokenRejected,
     ServerFilters,
 )
 from arcticqa.sources.s2_datasets import read_s2_dataset_pages

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from arcticqa.evidence import Document, Span, UnknownSpanError, resolve_span
+from arcticqa.errors import UnknownSpanError
+from arcticqa.evidence import Document, Span, resolve_span
 from arcticqa.gates.evidence import RESULT_SECTIONS, answer_in_evidence, cites_other_work, scope_in_evidence
 from arcticqa.gates.text import split_sentences
 from arcticqa.llm.types import RoleClient, RoleReply

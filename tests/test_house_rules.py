@@ -1,0 +1,251 @@
+"""House rules as tests: one exception tree, docs that cannot drift from the code, explicit ``__all__``.
+
+Each check reads the code itself (the settings model, the rule registry, the Typer app, the build
+plan, the module files), so a new setting, rule id, command, stage, exception class or module
+that breaks a rule fails here with its name. Fast: every module is imported once, no subprocess.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any, get_args, get_origin
+
+import typer.main
+from pydantic import BaseModel
+
+import arcticqa
+from arcticqa import errors
+from arcticqa.config import ROLES, Settings
+from arcticqa.rules import all_rules
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "arcticqa"
+
+# Modules that are not importable library code: ``__main__`` runs the CLI when imported, and the
+# Alembic migration scripts (no ``__init__``, loaded by path) are outside the walk anyway.
+_NOT_IMPORTED = {"arcticqa.__main__"}
+
+
+def _arcticqa_modules() -> list[ModuleType]:
+    """Every module of the ``arcticqa`` package, imported (which also declares every rule)."""
+    names = [m.name for m in pkgutil.walk_packages(arcticqa.__path__, "arcticqa.")]
+    return [arcticqa, *(importlib.import_module(n) for n in sorted(names) if n not in _NOT_IMPORTED)]
+
+
+MODULES = _arcticqa_modules()
+
+
+def _docs_text() -> str:
+    files = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    return "\n".join(f.read_text(encoding="utf-8") for f in files)
+
+
+DOCS = _docs_text()
+
+
+# -- the exception tree -------------------------------------------------------------------------
+
+def _exception_classes() -> Iterator[tuple[str, type[BaseException]]]:
+    for module in MODULES:
+        for obj in vars(module).values():
+            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == module.__name__:
+                yield module.__name__, obj
+
+
+def _drawn_tree() -> dict[str, str | None]:
+    """class name -> the parent the ``errors`` docstring draws it under (None at the root)."""
+    doc = errors.__doc__ or ""
+    block = doc.split("::", 1)[1] if "::" in doc else ""
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []  # (column of the name, name) of the open branches
+    for line in block.splitlines():
+        if line.strip() and not line[0].isspace():
+            break  # the indented drawing ended
+        m = re.match(r"^([\s│├└─]*)([A-Z]\w+)", line)
+        if not m:
+            continue
+        column, name = len(m.group(1)), m.group(2)
+        while stack and stack[-1][0] >= column:
+            stack.pop()
+        parents[name] = stack[-1][1] if stack else None
+        stack.append((column, name))
+    return parents
+
+
+def test_every_public_exception_class_lives_in_arcticqa_errors() -> None:
+    elsewhere = [f"{module}.{cls.__name__}" for module, cls in _exception_classes()
+                 if module != "arcticqa.errors" and not cls.__name__.startswith("_")]
+    assert not elsewhere, f"exception classes outside arcticqa/errors.py: {elsewhere}"
+
+
+def test_module_private_exceptions_are_named_in_the_errors_docstring() -> None:
+    # control-flow signals that never leave their module may stay there, but not unseen
+    private = [cls.__name__ for module, cls in _exception_classes()
+               if module != "arcticqa.errors" and cls.__name__.startswith("_")]
+    assert private, "the walk found no module-private exception (it should find _Retry)"
+    unnamed = [name for name in private if f"``{name}``" not in (errors.__doc__ or "")]
+    assert not unnamed, f"private exceptions the errors docstring does not name: {unnamed}"
+
+
+def test_the_errors_docstring_draws_the_real_tree() -> None:
+    drawn = _drawn_tree()
+    defined = {cls.__name__: cls for module, cls in _exception_classes() if module == "arcticqa.errors"}
+    assert set(drawn) == set(defined), (f"not drawn: {sorted(set(defined) - set(drawn))}; "
+                                        f"drawn but not defined: {sorted(set(drawn) - set(defined))}")
+    wrong = {}
+    for name, cls in defined.items():
+        base = cls.__bases__[0]
+        actual_parent = None if base is Exception else base.__name__
+        if drawn[name] != actual_parent:
+            wrong[name] = f"drawn under {drawn[name]}, subclasses {actual_parent}"
+    assert not wrong, wrong
+    assert set(errors.__all__) == set(defined)
+
+
+# -- docs drift -------------------------------------------------------------------------------------
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field holds directly, or as the values of a dict (``models``)."""
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) is dict:
+        value = get_args(annotation)[1]
+        if inspect.isclass(value) and issubclass(value, BaseModel):
+            return value
+    return None
+
+
+def _settings_keys() -> list[tuple[str, str]]:
+    """(section, key) for every setting a user can write; section "" is the top level."""
+    from arcticqa.text.extract import ExtractionLimits
+
+    # ``[extraction]`` is a plain table that config.py validates against ExtractionLimits
+    untyped_sections: dict[str, type[BaseModel]] = {"extraction": ExtractionLimits}
+    keys: list[tuple[str, str]] = []
+    for name, field in Settings.model_fields.items():
+        model = untyped_sections.get(name) or _model_of(field.annotation)
+        if model is not None:
+            keys += [(name, key) for key in model.model_fields]
+        elif name == "roles":
+            keys += [("roles", role) for role in ROLES]
+        else:
+            keys.append(("", name))
+    return keys
+
+
+def _documented_settings() -> set[tuple[str, str]]:
+    """(section, key) pairs the docs show: TOML example lines under their table header, plus
+    ``section.key`` and ``ARCTICQA_SECTION__KEY`` mentions in the text."""
+    seen: set[tuple[str, str]] = set()
+    for block in re.findall(r"```toml\n(.*?)```", DOCS, flags=re.S):
+        section = ""
+        for line in block.splitlines():
+            header = re.match(r"\s*\[([\w.]+)\]", line)
+            if header:
+                section = header.group(1).split(".")[0]
+                continue
+            key = re.match(r"\s*([a-z_]\w*)\s*=", line)
+            if key:
+                seen.add((section, key.group(1)))
+    for section, key in re.findall(r"\b([a-z_]+)\.([a-z_][a-z0-9_]*)\b", DOCS):
+        seen.add((section, key))
+    for section, key in re.findall(r"ARCTICQA_([A-Z_]+?)__([A-Z0-9_]+)", DOCS):
+        seen.add((section.lower(), key.lower()))
+    return seen
+
+
+def test_every_settings_key_is_documented() -> None:
+    keys = _settings_keys()
+    assert len(keys) > 60 and ("build", "batch_size") in keys and ("models", "base_url") in keys
+    documented = _documented_settings()
+    missing = [f"{s}.{k}" if s else k for s, k in keys if (s, k) not in documented]
+    assert not missing, f"settings keys no page under README.md/docs/ documents: {missing}"
+
+
+def test_every_rule_id_is_documented() -> None:
+    ids = [r.id for r in all_rules()]
+    assert len(ids) > 70  # every stage, gate and release module was imported and declared its rules
+    missing = [i for i in ids if not re.search(rf"(?<![\w.]){re.escape(i)}(?![\w])", DOCS)]
+    assert not missing, f"rule ids no page under README.md/docs/ documents: {missing}"
+
+
+def _command_paths() -> list[str]:
+    paths: list[str] = []
+
+    def walk(cmd: Any, path: tuple[str, ...]) -> None:
+        subs = getattr(cmd, "commands", {})
+        if path and not getattr(cmd, "hidden", False):
+            paths.append(" ".join(path))
+        for name, sub in subs.items():
+            walk(sub, (*path, name))
+
+    from arcticqa.cli import app
+
+    walk(typer.main.get_command(app), ())
+    return paths
+
+
+def test_every_cli_command_is_documented() -> None:
+    commands = _command_paths()
+    assert "build" in commands and "validate-release" in commands
+    missing = [c for c in commands if not re.search(rf"arcticqa {re.escape(c)}(?![\w-])", DOCS)]
+    assert not missing, f"commands no page under README.md/docs/ shows as 'arcticqa COMMAND': {missing}"
+
+
+def test_every_build_stage_and_stage_module_is_documented() -> None:
+    from arcticqa.pipeline.stages import BUILD_STAGES
+
+    names = ["discover", *(s.name for s in BUILD_STAGES)]
+    names += [p.stem for p in (PACKAGE / "stages").glob("*.py") if p.stem != "__init__"]
+    assert "construct" in names and "findings" in names
+    missing = sorted({n for n in names if f"`{n}`" not in DOCS and f"stages/{n}.py" not in DOCS})
+    assert not missing, f"build stages no page under README.md/docs/ names: {missing}"
+
+
+# -- __all__ ------------------------------------------------------------------------------------------
+
+def _python_files() -> list[Path]:
+    # Alembic's migration scripts are loaded by path, never imported by name
+    return sorted(p for root in (PACKAGE, REPO / "flows") for p in root.rglob("*.py")
+                  if "migrations" not in p.parts)
+
+
+def _declared_all(tree: ast.Module) -> list[str] | None:
+    for node in tree.body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            assert node.value is not None
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def test_every_module_has_a_docstring_and_declares_all() -> None:
+    files = _python_files()
+    assert len(files) > 100
+    no_all, no_doc = [], []
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if _declared_all(tree) is None:
+            no_all.append(str(path.relative_to(REPO)))
+        if ast.get_docstring(tree) is None:
+            no_doc.append(str(path.relative_to(REPO)))
+    assert not no_all, f"modules without __all__: {no_all}"
+    assert not no_doc, f"modules without a docstring: {no_doc}"
+
+
+def test_every_name_in_all_exists() -> None:
+    flows = [importlib.import_module(f"flows.{p.stem}" if p.stem != "__init__" else "flows")
+             for p in sorted((REPO / "flows").glob("*.py"))]
+    wrong = [f"{m.__name__}.{name}" for m in [*MODULES, *flows] for name in getattr(m, "__all__", [])
+             if not hasattr(m, name)]
+    assert not wrong, f"__all__ names that the module does not define: {wrong}"
+    counted = sum(len(getattr(m, "__all__", [])) for m in MODULES)
+    assert counted > 300  # the walk really reached the modules
