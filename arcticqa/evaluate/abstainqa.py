@@ -49,9 +49,8 @@ from arcticqa.evaluate.coverage import (
     coverage_summary,
 )
 from arcticqa.evaluate.external import CellGuard, external_lines
-from arcticqa.evaluate.outcomes import parse_lenient, parse_strict
+from arcticqa.evaluate.outcomes import normalise_option_text, parse_lenient, parse_strict
 from arcticqa.evaluate.promptfile import read_prompt_file
-from arcticqa.evaluate.protocols import normalise_option_text
 from arcticqa.evaluate.reportio import csv_text, f6, md_text, write_report_folder
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
