@@ -62,6 +62,26 @@ def test_score_bad_line_names_file_line_and_field(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.parametrize(("change", "field"), [
+    ({"item_id": "q9"}, "'item_id'"),  # the field the line uses is named, not the reader's default
+    ({"item_id": None, "question_id": "q9"}, "'question_id'"),
+    ({"raw_response_text": 5}, "'raw_response_text'"),
+    ({"trial": "first"}, "'trial'"),
+])
+def test_score_shared_reader_checks_arcticabstain_lines(tmp_path: Path, change: dict, field: str) -> None:
+    items = _write(tmp_path / "items.jsonl", [ITEM])
+    good = {"item_id": "q1", "condition": "answer_absent", "trial": 1,
+            "options": {"A": "d0", "B": "d1", "C": "d2", "D": "d3", "E": "I abstain from answering"},
+            "raw_response_text": "E"}
+    responses = _write(tmp_path / "r.jsonl", [good, {k: v for k, v in (good | change).items() if v is not None}])
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["evaluate", "score", "--protocol", "arcticabstain", "--items", str(items),
+                                 "--responses", str(responses), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "r.jsonl:2:" in _text(result.output) and field in _text(result.output)
+    assert not out.exists()
+
+
 def test_score_duplicate_cell_is_refused(tmp_path: Path) -> None:
     items = _write(tmp_path / "items.jsonl", [ITEM])
     row = {"item_id": "q1", "condition": "answer_present", "trial": 1,

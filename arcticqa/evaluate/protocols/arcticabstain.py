@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 
 from arcticqa.errors import ConfigError, InputError
 from arcticqa.evaluate.conditions import EvalItem, load_items, load_prompt
+from arcticqa.evaluate.external import external_lines
 from arcticqa.evaluate.outcomes import CONDITIONS, OptionKind, ShownOption, normalise_option_text
 from arcticqa.evaluate.protocols.shape import EvalProtocol, ReportOptions, ReportSummary, RunOptions
 from arcticqa.evaluate.records import load_store_responses
@@ -39,7 +40,6 @@ from arcticqa.evaluate.responses import (
     rederivation_disagreements,
 )
 from arcticqa.evaluate.runner import LiveProtocol, arcticabstain_live
-from arcticqa.release.jsonio import iter_jsonl
 
 __all__ = ["ArcticAbstain", "ARCTICABSTAIN", "score_arcticabstain"]
 
@@ -80,32 +80,23 @@ def score_arcticabstain(items_path: Path, responses_path: Path) -> list[Response
     """Score an external ArcticAbstain run (see the module docstring for the line format)."""
     items = {item.item_id: item for item in load_items(items_path)}
     name = str(responses_path)
-    if not responses_path.exists():
-        raise InputError("file not found", path=name)
     records: list[ResponseRecord] = []
     lines: list[int] = []
-    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
-    for line_no, row in iter_jsonl(responses_path, skip_blank=True):
-        item_id = row.get("item_id") or row.get("question_id")
-        if item_id not in items:
-            raise InputError(f"unknown item {item_id!r} (not in {items_path})", path=name, line=line_no,
-                             field="item_id")
+    # the shared reader checks the file, the question id, the raw reply, trial and model names
+    for line in external_lines(responses_path, items, id_keys=("item_id", "question_id")):
+        row = line.row
         if row.get("condition") not in CONDITIONS:
-            raise InputError(f"condition must be one of {', '.join(CONDITIONS)}", path=name, line=line_no,
+            raise InputError(f"condition must be one of {', '.join(CONDITIONS)}", path=name, line=line.line,
                              field="condition")
-        if "raw_response_text" not in row:
-            raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
-                             field="raw_response_text")
         confidence = row.get("confidence")
         if confidence is not None and not isinstance(confidence, int | float):
-            raise InputError("must be a number", path=name, line=line_no, field="confidence")
-        options = _shown_options(row, items[item_id], path=name, line=line_no)
-        published = {"item_id": item_id, "model": row.get("model") or "external",
-                      "model_label": row.get("model_label"), "condition": row["condition"],
-                      "trial": row.get("trial", 1), "raw_response_text": row["raw_response_text"],
-                      "finish_reason": row.get("finish_reason")}
-        records.append(record_from_published(published, options, path=name, line=line_no))
-        lines.append(line_no)
+            raise InputError("must be a number", path=name, line=line.line, field="confidence")
+        options = _shown_options(row, items[line.question_id], path=name, line=line.line)
+        published = {"item_id": line.question_id, "model": line.model, "model_label": row.get("model_label"),
+                     "condition": row["condition"], "trial": row.get("trial", 1),
+                     "raw_response_text": line.raw_response_text, "finish_reason": row.get("finish_reason")}
+        records.append(record_from_published(published, options, path=name, line=line.line))
+        lines.append(line.line)
     if not records:
         raise InputError("no responses in file", path=name)
     check_unique_cells(records, lines, path=name)
