@@ -8,19 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy.engine import Engine
-
-from arcticqa.errors import ConfigError
 from arcticqa.evaluate import abstainqa
-from arcticqa.evaluate.protocols.shape import EvalProtocol, ReportOptions, ReportSummary, RunOptions
-from arcticqa.evaluate.records import load_protocol_details
+from arcticqa.evaluate.protocols.shape import DetailsProtocol, ReportOptions, ReportSummary, RunOptions
 from arcticqa.evaluate.runner import LiveProtocol
 
 __all__ = ["AbstainQA", "ABSTAINQA"]
 
 
-class AbstainQA(EvalProtocol):
+class AbstainQA(DetailsProtocol[abstainqa.AbstainQARecord]):
     """Abstain-QA: see the module docstring."""
 
     name = "abstainqa"
@@ -32,20 +29,14 @@ class AbstainQA(EvalProtocol):
             [abstainqa.load_abstainqa_prompt(v) for v in (options.variants or ["standard"])],
             trials=options.trials, verbal_confidence=options.verbal_confidence, eval_set=options.eval_set)
 
-    def score_external(self, items: Path, responses: Path, out: Path, options: ReportOptions) -> ReportSummary:
-        return self._write(abstainqa.score_abstainqa_file(items, responses), out, options, source=str(responses))
+    def score_file(self, items: Path, responses: Path) -> list[abstainqa.AbstainQARecord]:
+        return abstainqa.score_abstainqa_file(items, responses)
 
-    def report_from_store(self, engine: Engine, out: Path, options: ReportOptions, *, source: str,
-                          models: Sequence[str] | None = None, in_given_order: bool = False) -> ReportSummary:
-        # Rows come in model-position order either way; ``in_given_order`` only matters to ArcticAbstain.
-        details = load_protocol_details(engine, self.name, models=models)
-        if not details:
-            raise ConfigError(f"{source}: the store holds no {self.name} responses")
-        return self._write([abstainqa.AbstainQARecord.from_details(d) for d in details], out, options,
-                           source=source)
+    def record_from_details(self, details: dict[str, Any]) -> abstainqa.AbstainQARecord:
+        return abstainqa.AbstainQARecord.from_details(details)
 
-    def _write(self, records: Sequence[abstainqa.AbstainQARecord], out: Path, options: ReportOptions, *,
-               source: str) -> ReportSummary:
+    def write_report(self, records: Sequence[abstainqa.AbstainQARecord], out: Path, options: ReportOptions, *,
+                     source: str) -> ReportSummary:
         report = abstainqa.build_abstainqa_report(records, source=source, thresholds=options.thresholds)
         abstainqa.write_abstainqa_report(report, out, figure=options.figure)
         return ReportSummary(out, abstainqa.summary_lines(report))

@@ -15,13 +15,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.engine import Engine
 
 from arcticqa.errors import ConfigError
+from arcticqa.evaluate.records import load_protocol_details
 from arcticqa.evaluate.runner import LiveProtocol
 
-__all__ = ["EvalProtocol", "ReportOptions", "RunOptions", "ReportSummary"]
+__all__ = ["EvalProtocol", "DetailsProtocol", "ReportOptions", "RunOptions", "ReportSummary"]
+
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -89,3 +93,32 @@ class EvalProtocol(ABC):
                               models: Sequence[str] | None = None) -> ReportSummary:
         """Write the report of a published responses file (only ArcticAbstain publishes one)."""
         raise ConfigError(f"--protocol {self.name}: give --db; re-score response files with `evaluate score`")
+
+
+class DetailsProtocol(EvalProtocol, Generic[_R]):
+    """A protocol whose store rows carry their scored record in ``details`` (Abstain-QA, Know2Guess):
+    external files and the store give the same records, and one report is written from them."""
+
+    @abstractmethod
+    def score_file(self, items: Path, responses: Path) -> Sequence[_R]:
+        """The records of an external responses file."""
+
+    @abstractmethod
+    def record_from_details(self, details: dict[str, Any]) -> _R:
+        """The record stored in one row's ``details``."""
+
+    @abstractmethod
+    def write_report(self, records: Sequence[_R], out: Path, options: ReportOptions, *,
+                     source: str) -> ReportSummary:
+        """Build the report of ``records`` and write its folder."""
+
+    def score_external(self, items: Path, responses: Path, out: Path, options: ReportOptions) -> ReportSummary:
+        return self.write_report(self.score_file(items, responses), out, options, source=str(responses))
+
+    def report_from_store(self, engine: Engine, out: Path, options: ReportOptions, *, source: str,
+                          models: Sequence[str] | None = None, in_given_order: bool = False) -> ReportSummary:
+        # Rows come in model-position order either way; ``in_given_order`` only matters to ArcticAbstain.
+        details = load_protocol_details(engine, self.name, models=models)
+        if not details:
+            raise ConfigError(f"{source}: the store holds no {self.name} responses")
+        return self.write_report([self.record_from_details(d) for d in details], out, options, source=source)
