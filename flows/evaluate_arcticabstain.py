@@ -14,7 +14,7 @@ from typing import Any
 
 from prefect import flow, task
 
-from arcticqa.errors import ConfigError, StageError
+from arcticqa.errors import ConfigError
 
 __all__ = ["evaluate_arcticabstain", "evaluate_model", "write_evaluation_report"]
 
@@ -55,8 +55,8 @@ async def evaluate_arcticabstain(config_path: str, items_path: str | None = None
     import uuid
 
     from arcticqa.evaluate.conditions import load_items, load_prompt
-    from arcticqa.evaluate.records import completed_cells, ensure_tables
-    from arcticqa.evaluate.runner import plan_calls
+    from arcticqa.evaluate.records import ensure_tables
+    from arcticqa.evaluate.runner import arcticabstain_live, refuse_recorded_cells
     from arcticqa.evaluate.settings import load_evaluate_settings
     from arcticqa.store.db import make_engine
 
@@ -71,12 +71,10 @@ async def evaluate_arcticabstain(config_path: str, items_path: str | None = None
     engine = make_engine(url)
     ensure_tables(engine)
     if not resume:
-        items, prompt = load_items(items_file), load_prompt(settings.prompt)
-        for m in settings.models:
-            calls = plan_calls(items, m, prompt, trials=n_trials, eval_set=settings.eval_set)
-            done = completed_cells(engine, {c.eval_set for c in calls})
-            if any((c.eval_set, m.label, c.item.item_id, c.condition, c.trial) in done for c in calls):
-                raise StageError(f"model {m.label}: cells already recorded; run with resume=True")
+        # Check every model before any task starts, so a refused run sends nothing.
+        live = arcticabstain_live(load_items(items_file), load_prompt(settings.prompt), trials=n_trials,
+                                  eval_set=settings.eval_set)
+        refuse_recorded_cells(engine, {m.label: live.plan(m) for m in settings.models}, protocol=live.name)
     run_id = uuid.uuid4().hex[:12]
     results = await asyncio.gather(*(
         evaluate_model(items_file, m.model_dump(mode="json"), db_url=url, trials=n_trials,

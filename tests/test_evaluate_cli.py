@@ -62,6 +62,26 @@ def test_score_bad_line_names_file_line_and_field(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.parametrize(("change", "field"), [
+    ({"item_id": "q9"}, "'item_id'"),  # the field the line uses is named, not the reader's default
+    ({"item_id": None, "question_id": "q9"}, "'question_id'"),
+    ({"raw_response_text": 5}, "'raw_response_text'"),
+    ({"trial": "first"}, "'trial'"),
+])
+def test_score_shared_reader_checks_arcticabstain_lines(tmp_path: Path, change: dict, field: str) -> None:
+    items = _write(tmp_path / "items.jsonl", [ITEM])
+    good = {"item_id": "q1", "condition": "answer_absent", "trial": 1,
+            "options": {"A": "d0", "B": "d1", "C": "d2", "D": "d3", "E": "I abstain from answering"},
+            "raw_response_text": "E"}
+    responses = _write(tmp_path / "r.jsonl", [good, {k: v for k, v in (good | change).items() if v is not None}])
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["evaluate", "score", "--protocol", "arcticabstain", "--items", str(items),
+                                 "--responses", str(responses), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "r.jsonl:2:" in _text(result.output) and field in _text(result.output)
+    assert not out.exists()
+
+
 def test_score_duplicate_cell_is_refused(tmp_path: Path) -> None:
     items = _write(tmp_path / "items.jsonl", [ITEM])
     row = {"item_id": "q1", "condition": "answer_present", "trial": 1,
@@ -96,3 +116,37 @@ def test_report_from_store_after_policies(tmp_path: Path) -> None:
     again = runner.invoke(app, ["evaluate", "report", "--db", str(db), "--out", str(tmp_path / "rep2"), "--no-figure"])
     assert again.exit_code == 0, again.output
     assert (tmp_path / "rep2" / "outcome-counts.csv").read_text() == (out / "outcome-counts.csv").read_text()
+
+
+def test_cli_dispatches_through_the_registry_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A protocol the CLI has never heard of is scored and reported once it is registered: the
+    # commands hold no per-protocol branch.
+    from arcticqa.errors import ConfigError
+    from arcticqa.evaluate.protocols import PROTOCOLS, EvalProtocol, ReportSummary
+
+    class Echo(EvalProtocol):
+        name = "echo"
+        summary = "test protocol"
+
+        def live(self, options):
+            raise ConfigError("echo: no live runs")
+
+        def score_external(self, items, responses, out, options):
+            out.mkdir()
+            (out / "echo.txt").write_text(responses.read_text())
+            return ReportSummary(out, [f"echo scored {items.name} (ece bins {options.bins})"], ["echo warning"])
+
+        def report_from_store(self, engine, out, options, *, source, models=None, in_given_order=False):
+            raise ConfigError("echo: no store")
+
+    monkeypatch.setitem(PROTOCOLS, "echo", Echo())
+    items, responses = _write(tmp_path / "i.jsonl", [{}]), _write(tmp_path / "r.jsonl", [{"x": 1}])
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["evaluate", "score", "--protocol", "echo", "--items", str(items),
+                                 "--responses", str(responses), "--out", str(out), "--ece-bins", "3"])
+    assert result.exit_code == 0, result.output
+    assert "echo scored i.jsonl (ece bins 3)" in _text(result.output) and "echo warning" in result.output
+    assert (out / "echo.txt").read_text() == responses.read_text()
+    result = runner.invoke(app, ["evaluate", "report", "--protocol", "echo", "--responses", str(responses),
+                                 "--out", str(tmp_path / "o2")])
+    assert result.exit_code == 2 and "--protocol echo: give --db" in _text(result.output)

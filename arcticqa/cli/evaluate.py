@@ -16,7 +16,7 @@ import typer
 from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, handle_errors
 
 if TYPE_CHECKING:
-    from arcticqa.evaluate.runner import LiveProtocol
+    from arcticqa.evaluate.protocols import ReportSummary
 
 __all__ = ["evaluate_app"]
 
@@ -51,50 +51,16 @@ def _thresholds(value: str) -> tuple[int, ...]:
     return found
 
 
-def _protocol_report(protocol: str, engine: object, *, models: list[str] | None, out: Path, figure: bool,
-                     thresholds: tuple[int, ...], wrong_penalty: float, bins: int, source: str) -> None:
-    """Build and write an Abstain-QA or Know2Guess report from the store, and print its summary."""
-    from arcticqa.errors import ConfigError
-    from arcticqa.evaluate import abstainqa, know2guess
-    from arcticqa.evaluate.records import load_protocol_details
-
-    details = load_protocol_details(engine, protocol, models=models)  # type: ignore[arg-type]
-    if not details:
-        raise ConfigError(f"{source}: the store holds no {protocol} responses")
-    if protocol == "abstainqa":
-        aqa = abstainqa.build_abstainqa_report([abstainqa.AbstainQARecord.from_details(d) for d in details],
-                                               source=source, thresholds=thresholds)
-        abstainqa.write_abstainqa_report(aqa, out, figure=figure)
-        lines = abstainqa.summary_lines(aqa)
-    else:
-        k2g = know2guess.build_know2guess_report([know2guess.Know2GuessRecord.from_details(d) for d in details],
-                                                 source=source, wrong_penalty=wrong_penalty, bins=bins)
-        know2guess.write_know2guess_report(k2g, out, figure=figure)
-        lines = know2guess.summary_lines(k2g)
-    for line in lines:
-        console.print(line, highlight=False)
-    console.print(f"report written to {out}")
-
-
 def _db_url(value: str) -> str:
     return value if "://" in value else f"sqlite:///{value}"
 
 
-def _print_report(paths: object, report: object) -> None:
-    from arcticqa.evaluate.report import Report, ReportPaths
-
-    assert isinstance(paths, ReportPaths) and isinstance(report, Report)
-    console.print(f"questions {report.questions}, responses {report.responses} "
-                  f"({report.valid} valid, {report.invalid} invalid), models {len(report.models)}")
-    for r in report.models:
-        console.print(f"  {r.label}: present {r.counts.present_abstention:.3f}, absent "
-                      f"{r.counts.absent_abstention:.3f}, shift {r.counts.shift:+.3f} "
-                      f"(p {r.test.p_value:.5f}, Holm {r.holm_p:.4f}); ACC {r.counts.acc:.3f}", highlight=False)
-    if report.disagreements:
-        with_answer = sum(1 for d in report.disagreements if not d.no_provider_answer)
-        console.print(f"re-derivation: {len(report.disagreements)} outcome(s) differ from the "
-                      f"recorded ones ({with_answer} with a provider answer); see checks.json", style="yellow")
-    console.print(f"report written to {paths.out_dir}")
+def _print_summary(summary: ReportSummary) -> None:
+    for line in summary.lines:
+        console.print(line, highlight=False)
+    for line in summary.warnings:
+        console.print(line, style="yellow")
+    console.print(f"report written to {summary.out_dir}")
 
 
 @evaluate_app.command("report")
@@ -117,45 +83,24 @@ def report_command(
     """Write TABLES.md, the CSVs, summary.json, checks.json and the figures from responses.
     Abstain-QA and Know2Guess reports are read from the store (--db); re-score files with `score`."""
     from arcticqa.errors import ConfigError
-    from arcticqa.evaluate.protocols import get_entry
-    from arcticqa.evaluate.report import StatsSettings, build_report, write_report
+    from arcticqa.evaluate.protocols import ReportOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
-    from arcticqa.evaluate.responses import load_published_responses, rederivation_disagreements
 
     check_report_folder(out, overwrite=overwrite)
 
     if (responses is None) == (db is None):
         raise ConfigError("give exactly one of --responses FILE or --db URL")
-    get_entry(protocol)
-    if protocol != "arcticabstain":
-        if db is None:
-            raise ConfigError(f"--protocol {protocol}: give --db; re-score response files with `evaluate score`")
-        from arcticqa.store.db import make_engine
-
-        _protocol_report(protocol, make_engine(_db_url(db)), models=model, out=out, figure=figure,
-                         thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty, bins=ece_bins,
-                         source=_db_url(db))
-        return
-    settings = StatsSettings(resamples=resamples, draws=draws, seed=seed)
+    chosen = get_protocol(protocol)
+    options = ReportOptions(figure=figure, resamples=resamples, draws=draws, seed=seed,
+                            thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty, bins=ece_bins)
     if responses is not None:
-        records, lines = load_published_responses(responses)
-        disagreements = rederivation_disagreements(records, lines)
-        source = str(responses)
+        summary = chosen.report_from_published(responses, out, options, models=model)
     else:
-        from arcticqa.evaluate.records import load_store_responses
         from arcticqa.store.db import make_engine
 
         assert db is not None
-        records, disagreements, source = load_store_responses(make_engine(_db_url(db))), [], _db_url(db)
-        if not records:
-            raise ConfigError(f"{source}: the store holds no evaluator responses")
-    if model:
-        records = [r for r in records if r.model in model]
-        if not records:
-            raise ConfigError(f"no responses of model(s) {', '.join(model)}")
-    report = build_report(records, settings=settings, source=source, disagreements=disagreements)
-    paths = write_report(report, out, figure=figure)
-    _print_report(paths, report)
+        summary = chosen.report_from_store(make_engine(_db_url(db)), out, options, source=_db_url(db), models=model)
+    _print_summary(summary)
 
 
 @evaluate_app.command("score")
@@ -176,27 +121,17 @@ def score_command(
 ) -> None:
     """Re-score an externally produced run with the same parsers, metrics and report."""
     from arcticqa.errors import InputError
-    from arcticqa.evaluate.protocols import RescoreOptions, get_entry
-    from arcticqa.evaluate.report import StatsSettings, build_report, write_report
+    from arcticqa.evaluate.protocols import ReportOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
 
     check_report_folder(out, overwrite=overwrite)
 
-    entry = get_entry(protocol)
+    chosen = get_protocol(protocol)
     if not items.exists():
         raise InputError(f"items file for --protocol {protocol} not found", path=str(items))
-    if entry.scorer is None:
-        assert entry.rescore is not None
-        options = RescoreOptions(figure=figure, thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty,
-                                 bins=ece_bins)
-        for line in entry.rescore(items, responses, out, options):
-            console.print(line, highlight=False)
-        console.print(f"report written to {out}")
-        return
-    records = entry.scorer(items, responses)
-    report = build_report(records, settings=StatsSettings(resamples=resamples, draws=draws, seed=seed),
-                          source=str(responses))
-    _print_report(write_report(report, out, figure=figure), report)
+    options = ReportOptions(figure=figure, resamples=resamples, draws=draws, seed=seed,
+                            thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty, bins=ece_bins)
+    _print_summary(chosen.score_external(items, responses, out, options))
 
 
 def _print_run(result: object) -> None:
@@ -207,22 +142,6 @@ def _print_run(result: object) -> None:
                   f"{result.planned} planned, {result.elapsed_s:.1f} s")
     for label, counts in result.outcomes.items():
         console.print(f"  {label}: " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts)), highlight=False)
-
-
-def _live_protocol(protocol: str, items: Path, variants: list[str], *, verbal_confidence: bool, trials: int,
-                   eval_set: str) -> LiveProtocol:
-    """The planned calls of an Abstain-QA or Know2Guess run."""
-    from arcticqa.evaluate import abstainqa, know2guess
-
-    if protocol == "abstainqa":
-        return abstainqa.live_protocol(
-            abstainqa.load_abstainqa_items(items, eval_set=eval_set),
-            [abstainqa.load_abstainqa_prompt(v) for v in (variants or ["standard"])], trials=trials,
-            verbal_confidence=verbal_confidence, eval_set=eval_set)
-    return know2guess.live_protocol(
-        know2guess.load_know2guess_items(items),
-        [know2guess.load_know2guess_prompt(v) for v in (variants or ["answer_or_abstain"])], trials=trials,
-        eval_set=eval_set)
 
 
 @evaluate_app.command("run")
@@ -254,12 +173,9 @@ def run_command(
 
     from arcticqa.config import DEFAULT_CONFIG_NAME
     from arcticqa.errors import ConfigError
-    from arcticqa.evaluate.conditions import load_items, load_prompt
-    from arcticqa.evaluate.protocols import get_entry
-    from arcticqa.evaluate.records import load_store_responses
-    from arcticqa.evaluate.report import build_report, write_report
+    from arcticqa.evaluate.protocols import ReportOptions, RunOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
-    from arcticqa.evaluate.runner import run_evaluation, run_protocol
+    from arcticqa.evaluate.runner import run_protocol
     from arcticqa.evaluate.settings import load_evaluate_settings
     from arcticqa.store.db import make_engine
 
@@ -282,26 +198,18 @@ def run_command(
         if done == total or done % 100 == 0:
             console.print(f"  {label}: {done}/{total}", highlight=False)
 
-    get_entry(protocol)
-    if protocol != "arcticabstain":
-        live = _live_protocol(protocol, items_path, variant or [], verbal_confidence=verbal_confidence,
-                              trials=trials or settings.trials, eval_set=settings.eval_set)
-        result = asyncio.run(run_protocol(live, models, engine, resume=resume, progress=progress))
-        _print_run(result)
-        if out is not None:
-            _protocol_report(protocol, engine, models=[m.label for m in models], out=out, figure=True,
-                             thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty, bins=ece_bins,
-                             source=str(engine.url))
-        return
-    loaded = load_items(items_path)
-    prompt = load_prompt(settings.prompt)
-    result = asyncio.run(run_evaluation(loaded, models, engine, trials=trials or settings.trials, prompt=prompt,
-                                        eval_set=settings.eval_set, resume=resume, progress=progress))
+    chosen = get_protocol(protocol)
+    live = chosen.live(RunOptions(items=items_path, trials=trials or settings.trials, eval_set=settings.eval_set,
+                                  variants=tuple(variant or ()), prompt=settings.prompt,
+                                  verbal_confidence=verbal_confidence))
+    result = asyncio.run(run_protocol(live, models, engine, resume=resume, progress=progress))
     _print_run(result)
     if out is not None:
-        records = load_store_responses(engine, models=[m.label for m in models])
-        report = build_report(records, source=str(engine.url), models=[m.label for m in models])
-        _print_report(write_report(report, out), report)
+        labels = [m.label for m in models]
+        _print_summary(chosen.report_from_store(
+            engine, out, ReportOptions(thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty,
+                                       bins=ece_bins),
+            source=str(engine.url), models=labels, in_given_order=True))
 
 
 @evaluate_app.command("policies")

@@ -37,7 +37,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from arcticqa.errors import InputError
 from arcticqa.evaluate.conditions import load_items
@@ -49,17 +49,14 @@ from arcticqa.evaluate.coverage import (
     coverage_summary,
 )
 from arcticqa.evaluate.external import CellGuard, external_lines
-from arcticqa.evaluate.outcomes import parse_lenient, parse_strict
+from arcticqa.evaluate.outcomes import normalise_option_text, parse_lenient, parse_strict
 from arcticqa.evaluate.promptfile import read_prompt_file
-from arcticqa.evaluate.protocols import normalise_option_text
 from arcticqa.evaluate.reportio import csv_text, f6, md_text, write_report_folder
+from arcticqa.evaluate.runner import LiveProtocol
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
-from arcticqa.release.jsonio import iter_jsonl
-
-if TYPE_CHECKING:
-    from arcticqa.evaluate.runner import LiveProtocol
 from arcticqa.release.conditions import distractor_option_id
+from arcticqa.release.jsonio import iter_jsonl
 
 __all__ = [
     "IDK_TEXT", "IDK_GOLD", "VARIANTS", "DEFAULT_THRESHOLDS", "PROMPT_DIR",
@@ -452,8 +449,6 @@ def record_from_call(call: AbstainQACall, model: EvalModel, outcome: ChatOutcome
 def live_protocol(items: Sequence[AbstainQAItem], prompts: Sequence[AbstainQAPrompt], *, trials: int = 1,
                   verbal_confidence: bool = False, eval_set: str = "arcticqa") -> LiveProtocol:
     """The :class:`~arcticqa.evaluate.runner.LiveProtocol` of an Abstain-QA run."""
-    from arcticqa.evaluate.runner import LiveProtocol
-
     set_id = f"abstainqa:{eval_set}"
 
     def plan(model: EvalModel) -> list[AbstainQACall]:

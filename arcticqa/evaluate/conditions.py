@@ -98,6 +98,11 @@ class Call:
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "system", "content": self.system_text}, {"role": "user", "content": self.user_text}]
 
+    @property
+    def cell(self) -> tuple[str, str, str, int]:
+        """(eval_set, item_id, condition, trial): what the store records once per model."""
+        return (self.eval_set, self.item.item_id, self.condition, self.trial)
+
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

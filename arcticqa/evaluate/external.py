@@ -1,4 +1,4 @@
-"""Reading externally produced responses (``evaluate score``): the fields every protocol shares.
+"""The one reader of externally produced responses (``evaluate score``): the fields every protocol shares.
 
 Each line names a question, the raw reply and, optionally, the model, trial and finish reason;
 a protocol adds its own fields (confidence, prompt variant) on top. One cell — (model, question,
@@ -43,7 +43,8 @@ def external_lines(path: Path | str, known: Collection[str], *,
     for line_no, row in iter_jsonl(path, skip_blank=True):
         qid = next((row[k] for k in id_keys if row.get(k)), None)
         if qid not in known:
-            raise InputError(f"unknown question {shown(qid)}", path=name, line=line_no, field="question_id")
+            raise InputError(f"unknown question {shown(qid)}", path=name, line=line_no,
+                             field=next((k for k in id_keys if k in row), id_keys[0]))
         if "raw_response_text" not in row:
             raise InputError("missing (use null when no answer came back)", path=name, line=line_no,
                              field="raw_response_text")

@@ -47,7 +47,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from arcticqa.errors import InputError
 from arcticqa.evaluate.coverage import (
@@ -60,12 +60,10 @@ from arcticqa.evaluate.coverage import (
 from arcticqa.evaluate.external import CellGuard, external_lines
 from arcticqa.evaluate.promptfile import read_prompt_file
 from arcticqa.evaluate.reportio import csv_text, f6, md_text, write_report_folder
+from arcticqa.evaluate.runner import LiveProtocol
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome
 from arcticqa.release.jsonio import iter_jsonl
-
-if TYPE_CHECKING:
-    from arcticqa.evaluate.runner import LiveProtocol
 
 __all__ = [
     "ZONES", "ORIGINS", "RISKS", "GRADING_RULES", "VARIANTS", "PROMPT_DIR", "Decision",
@@ -499,8 +497,6 @@ def record_from_call(call: Know2GuessCall, model: EvalModel, outcome: ChatOutcom
 def live_protocol(items: Sequence[Know2GuessItem], prompts: Sequence[Know2GuessPrompt], *, trials: int = 1,
                   eval_set: str = "know2guess") -> LiveProtocol:
     """The :class:`~arcticqa.evaluate.runner.LiveProtocol` of a Know2Guess run."""
-    from arcticqa.evaluate.runner import LiveProtocol
-
     set_id = f"know2guess:{eval_set}"
 
     def plan(model: EvalModel) -> list[Know2GuessCall]:

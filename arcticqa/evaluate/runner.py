@@ -14,7 +14,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -29,7 +29,7 @@ from arcticqa.llm.chat import ChatOutcome, complete_chat
 from arcticqa.llm.clients import make_async_client
 
 __all__ = ["RunResult", "plan_calls", "run_evaluation", "run_model", "response_row", "ProtocolCall",
-           "LiveProtocol", "run_protocol"]
+           "LiveProtocol", "run_protocol", "arcticabstain_live", "refuse_recorded_cells"]
 
 ProgressHook = Callable[[str, int, int], None]
 
@@ -194,87 +194,69 @@ async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
     return writer.inserted
 
 
+def arcticabstain_live(items: Sequence[EvalItem], prompt: PromptTemplate | None = None, *, trials: int = 3,
+                       eval_set: str = "arcticqa") -> LiveProtocol:
+    """ArcticAbstain as a live protocol: both conditions of every item, ``trials`` times."""
+    template = prompt or load_prompt()
+    return LiveProtocol(
+        name="arcticabstain",
+        plan=lambda model: plan_calls(items, model, template, trials=trials, eval_set=eval_set),
+        row=lambda call, model, outcome, run_id, position: response_row(call, model, outcome, run_id,
+                                                                        position=position))
+
+
+def refuse_recorded_cells(engine: Engine, plans: Mapping[str, Sequence[ProtocolCall]], *, protocol: str) -> None:
+    """The one resume check: refuse a run (before any call is sent) when any model's planned
+    cells are already in the store, so a repeated run never pays twice by accident."""
+    done = completed_cells(engine, {c.cell[0] for calls in plans.values() for c in calls})
+    for label, calls in plans.items():
+        recorded = sum(1 for c in calls if _key(label, c) in done)
+        if recorded:
+            raise StageError(f"model {label}: {recorded} of {len(calls)} cells of this {protocol} run are already "
+                             f"recorded in the store; pass --resume to run only the missing ones")
+
+
+def _key(label: str, call: ProtocolCall) -> tuple[str, str, str, str, int]:
+    eval_set, item_id, condition, trial = call.cell
+    return (eval_set, label, item_id, condition, trial)
+
+
 async def run_model(items: Sequence[EvalItem], model: EvalModel, engine: Engine, *, trials: int = 3,
                     prompt: PromptTemplate | None = None, eval_set: str = "arcticqa", resume: bool = False,
                     run_id: str | None = None, progress: ProgressHook | None = None,
                     position: int = 0) -> RunResult:
-    """Run one model over every cell (the Prefect flow's task body); ``position`` orders reports."""
-    prompt = prompt or load_prompt()
-    run_id = run_id or uuid.uuid4().hex[:12]
-    ensure_tables(engine)
-    started = time.perf_counter()
-    calls = plan_calls(items, model, prompt, trials=trials, eval_set=eval_set)
-    done = completed_cells(engine, {c.eval_set for c in calls})
-    todo = [c for c in calls if (c.eval_set, model.label, c.item.item_id, c.condition, c.trial) not in done]
-    if len(todo) < len(calls) and not resume:
-        raise StageError(f"model {model.label}: {len(calls) - len(todo)} of {len(calls)} cells are already "
-                         f"recorded in the store; pass --resume to run only the missing ones")
-    result = RunResult(run_id=run_id, planned=len(calls), skipped=len(calls) - len(todo))
-    counts: Counter[str] = Counter()
-    result.outcomes[model.label] = counts
-    if not todo:
-        return result
-    result.recorded = await _execute(todo, model, engine,
-                                      lambda call, outcome: response_row(call, model, outcome, run_id,
-                                                                         position=position),
-                                      counts, progress)
-    result.elapsed_s = time.perf_counter() - started
-    return result
+    """Run one model over every ArcticAbstain cell (the Prefect flow's task body); ``position``
+    orders reports."""
+    return await run_protocol(arcticabstain_live(items, prompt, trials=trials, eval_set=eval_set), [model],
+                              engine, resume=resume, run_id=run_id, progress=progress, first_position=position)
 
 
 async def run_evaluation(items: Sequence[EvalItem], models: Sequence[EvalModel], engine: Engine, *,
                          trials: int = 3, prompt: PromptTemplate | None = None, eval_set: str = "arcticqa",
                          resume: bool = False, run_id: str | None = None,
                          progress: ProgressHook | None = None) -> RunResult:
-    """Run every model concurrently (each with its own concurrency and rate limit)."""
-    prompt = prompt or load_prompt()
-    run_id = run_id or uuid.uuid4().hex[:12]
-    ensure_tables(engine)
-    if not resume:
-        # Check every model before any call starts, so a refused run sends nothing.
-        for m in models:
-            calls = plan_calls(items, m, prompt, trials=trials, eval_set=eval_set)
-            done = completed_cells(engine, {c.eval_set for c in calls})
-            if any((c.eval_set, m.label, c.item.item_id, c.condition, c.trial) in done for c in calls):
-                raise StageError(f"model {m.label}: cells of this run are already recorded in the store; "
-                                 f"pass --resume to run only the missing ones")
-    started = time.perf_counter()
-    results = await asyncio.gather(*(
-        run_model(items, m, engine, trials=trials, prompt=prompt, eval_set=eval_set, resume=resume,
-                  run_id=run_id, progress=progress, position=i) for i, m in enumerate(models)))
-    total = RunResult(run_id=run_id)
-    for r in results:
-        total.merge(r)
-    total.elapsed_s = time.perf_counter() - started
-    return total
+    """Run every model concurrently over every ArcticAbstain cell (each with its own concurrency
+    and rate limit)."""
+    return await run_protocol(arcticabstain_live(items, prompt, trials=trials, eval_set=eval_set), models,
+                              engine, resume=resume, run_id=run_id, progress=progress)
 
 
 async def run_protocol(protocol: LiveProtocol, models: Sequence[EvalModel], engine: Engine, *,
                        resume: bool = False, run_id: str | None = None,
-                       progress: ProgressHook | None = None) -> RunResult:
-    """Run every model (concurrently) over a protocol's planned calls, exactly like ArcticAbstain:
-    one call per cell, no re-ask, resume skips recorded cells, the store refuses duplicates."""
+                       progress: ProgressHook | None = None, first_position: int = 0) -> RunResult:
+    """The one runner: every model (concurrently) over a protocol's planned calls — one call per
+    cell, no re-ask, resume skips recorded cells, the store refuses duplicates."""
     run_id = run_id or uuid.uuid4().hex[:12]
     ensure_tables(engine)
     plans = {m.label: list(protocol.plan(m)) for m in models}
-    eval_sets = {c.cell[0] for calls in plans.values() for c in calls}
-    done = completed_cells(engine, eval_sets)
-
-    def recorded(label: str, call: ProtocolCall) -> bool:
-        eval_set, item_id, condition, trial = call.cell
-        return (eval_set, label, item_id, condition, trial) in done
-
     if not resume:
-        # Check every model before any call starts, so a refused run sends nothing.
-        for m in models:
-            if any(recorded(m.label, c) for c in plans[m.label]):
-                raise StageError(f"model {m.label}: cells of this {protocol.name} run are already recorded in "
-                                 f"the store; pass --resume to run only the missing ones")
+        refuse_recorded_cells(engine, plans, protocol=protocol.name)
+    done = completed_cells(engine, {c.cell[0] for calls in plans.values() for c in calls})
     started = time.perf_counter()
 
     async def one(position: int, model: EvalModel) -> RunResult:
         calls = plans[model.label]
-        todo = [c for c in calls if not recorded(model.label, c)]
+        todo = [c for c in calls if _key(model.label, c) not in done]
         result = RunResult(run_id=run_id, planned=len(calls), skipped=len(calls) - len(todo))
         counts: Counter[str] = Counter()
         result.outcomes[model.label] = counts
@@ -284,7 +266,7 @@ async def run_protocol(protocol: LiveProtocol, models: Sequence[EvalModel], engi
                 counts, progress)
         return result
 
-    results = await asyncio.gather(*(one(i, m) for i, m in enumerate(models)))
+    results = await asyncio.gather(*(one(first_position + i, m) for i, m in enumerate(models)))
     total = RunResult(run_id=run_id)
     for r in results:
         total.merge(r)
