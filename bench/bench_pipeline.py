@@ -40,6 +40,8 @@ __all__ = ["main", "StageTiming", "run_local"]
 
 TARGET_MS = 50.0
 TARGET_RATIO = 0.80
+#: issue 23: the extraction pool's extract_text wall against the interpreter-per-PDF path
+TARGET_EXTRACTION = 5.0
 _STORE_METHODS = ("latest_run", "start_run", "claim_run", "finish_run", "record_run", "record_calls",
                   "cached_output", "get_paper", "get_document", "paper_row", "family_items", "paper_ids")
 
@@ -244,6 +246,57 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
             "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first, "server_cpu_s": server_cpu}
 
 
+def _document_digest(document: Any) -> str:
+    """A hash of what a document says (status, text, sections, spans, chunks, warnings), not of its
+    timings."""
+    import hashlib
+    import json
+
+    dumped = document.model_dump(mode="json", include={"sha256", "status", "message", "pages", "text", "sections",
+                                                        "spans", "chunks", "warnings"})
+    return hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
+
+
+def compare_extraction(pdfs: list[Path]) -> dict[str, Any]:
+    """``extract_text`` over the same PDFs, old path (an interpreter per PDF) and the pool, with the
+    build's own thread count (``asyncio.to_thread``'s default executor); the pool's zygote
+    start-up is inside the new path's wall time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from arcticqa.stages.extract_text import ExtractionLimits
+    from arcticqa.text.isolate import extract_isolated
+    from arcticqa.text.pool import ExtractionPool
+
+    limits = ExtractionLimits()
+    threads = min(32, (os.cpu_count() or 1) + 4)
+    pool = ExtractionPool()
+
+    def run(extract: Callable[[bytes, Any], Any]) -> tuple[float, list[str]]:
+        started = time.perf_counter()
+        with ThreadPoolExecutor(threads) as executor:
+            documents = list(executor.map(lambda p: extract(p.read_bytes(), limits), pdfs))
+        return time.perf_counter() - started, [_document_digest(d) for d in documents]
+
+    try:
+        new_wall, new = run(pool.extract)
+        old_wall, old = run(extract_isolated)
+    finally:
+        pool.close()
+    return {"pdfs": len(pdfs), "threads": threads, "workers": pool.workers, "old_s": old_wall, "new_s": new_wall,
+            "identical": sum(a == b for a, b in zip(old, new, strict=True))}
+
+
+def _report_extraction(result: dict[str, Any], build_stage_s: float | None) -> float:
+    ratio = result["old_s"] / result["new_s"]
+    print(f"\n== extraction: {result['pdfs']} PDFs, {result['threads']} threads as in the build ==")
+    print(f"old path (an interpreter per PDF) {result['old_s']:.2f} s; pool ({result['workers']} workers, zygote "
+          f"start-up included) {result['new_s']:.2f} s: {ratio:.1f}x less wall (target >= {TARGET_EXTRACTION:g}x: "
+          f"{'met' if ratio >= TARGET_EXTRACTION else 'NOT met'}); identical documents "
+          f"{result['identical']}/{result['pdfs']}" + (f"; in the build above extract_text took {build_stage_s:.2f} s"
+                                                        if build_stage_s is not None else ""))
+    return ratio
+
+
 def _cmdline(p: Any) -> list[str]:
     try:
         return list(p.cmdline())
@@ -326,6 +379,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extra-model", default="", help="extra TOML lines for the model config")
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--endpoint-concurrency", type=int, default=64)
+    parser.add_argument("--compare-extraction", action="store_true",
+                        help="overhead: also extract every PDF by the old path and the pool, side by side")
     parser.add_argument("--workers", type=int, default=1,
                         help="saturation: build processes sharing one store (docs/scale-out.md)")
     args = parser.parse_args(argv)
@@ -348,6 +403,10 @@ def main(argv: list[str] | None = None) -> None:
                 if args.prefect:
                     prefect = run_prefect(tmp / "prefect", corpus, base_url, args)
                     _report_prefect(args.papers, timings, prefect)
+            if args.compare_extraction:
+                stage = timings.get("extract_text")
+                _report_extraction(compare_extraction(sorted((tmp / "corpus").rglob("*.pdf"))),
+                                   stage.wall_s if stage else None)
         if args.mode in ("saturation", "both"):
             with _server(args.latency, args.endpoint_concurrency) as (base_url, view):
                 if args.workers > 1:

@@ -25,7 +25,7 @@ from arcticqa.errors import StageError
 from arcticqa.evidence import Document
 from arcticqa.stages.extract_text import ExtractionLimits, extract_document
 from arcticqa.text.isolate import extract_isolated
-from arcticqa.text.pool import ExtractionPool, pool_supported
+from arcticqa.text.pool import ExtractionPool, pool_supported, shared_pool
 from tests.test_hostile_pdfs import bomb_pdf
 
 REPO = Path(__file__).resolve().parent.parent
@@ -114,6 +114,30 @@ def test_many_threads_share_the_capped_pool() -> None:
         assert results[path]["stats"].pop("isolated") is True
         assert results[path] == expected[path], path
     assert 1 <= peak <= 2  # never more children than slots
+
+
+def _extract_in_fork(path: str, conn: Any) -> None:
+    pool = shared_pool()
+    conn.send((pool.extract(Path(path).read_bytes(), ExtractionLimits()).text, pool.zygote_pid))
+
+
+def test_a_forked_build_process_starts_its_own_zygote_and_leaves_the_parents_alone() -> None:
+    import multiprocessing
+
+    good = SAMPLE_PDFS[0]
+    pool = shared_pool()
+    text = pool.extract(good.read_bytes(), ExtractionLimits()).text
+    zygote = pool.zygote_pid
+    ctx = multiprocessing.get_context("fork")
+    ours, theirs = ctx.Pipe()
+    child = ctx.Process(target=_extract_in_fork, args=(str(good), theirs))
+    child.start()
+    child_text, child_zygote = ours.recv()
+    child.join(30)
+    assert child.exitcode == 0 and child_text == text
+    assert child_zygote not in (None, zygote)
+    assert _wait_gone([child_zygote]) == []  # the fork's own zygote ended with it
+    assert pool.extract(good.read_bytes(), ExtractionLimits()).text == text and pool.zygote_pid == zygote
 
 
 # -- processes ---------------------------------------------------------------------------------------

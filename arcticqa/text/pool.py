@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +121,7 @@ class ExtractionPool:
         self._control: socket.socket | None = None
         self._zygote: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
+        _ALL_POOLS.add(self)
 
     # -- lifetime -------------------------------------------------------------------------------
     def _start(self) -> socket.socket:
@@ -176,6 +178,18 @@ class ExtractionPool:
         for pending in self._pending.values():
             pending.done.set()  # no report will come; the caller says so
         self._pending.clear()
+
+    def _forget_after_fork(self) -> None:
+        """In a process forked from the pool's owner: drop the owner's zygote without touching it.
+
+        The control socket is shared with the owner, so it is closed, never shut down (that would
+        cut the owner's pool off); this process starts its own zygote when it extracts."""
+        if self._control is not None:
+            self._control.close()
+        self._control = self._zygote = self._reader = None
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.workers)
+        self._pending = {}
 
     def close(self) -> None:
         """Kill any running extraction and stop the zygote; later calls start a new one."""
@@ -305,6 +319,19 @@ def _document(sha: str, usage: ChildUsage, output: bytes, limits: ExtractionLimi
 
 
 # -- one pool per worker count and process ------------------------------------------------------------
+_ALL_POOLS: weakref.WeakSet[ExtractionPool] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # a fork of the build process (bench workers, multiprocessing "fork") must not hold the
+    # parent's control socket open (the zygote would outlive the parent) nor reuse its zygote
+    global _SHARED_LOCK
+    _SHARED_LOCK = threading.Lock()  # it may have been held by another thread at the fork
+    for pool in list(_ALL_POOLS):
+        pool._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 _SHARED: dict[int, ExtractionPool] = {}
 _SHARED_LOCK = threading.Lock()
 
