@@ -280,5 +280,20 @@ def test_a_dead_zygote_is_replaced_and_an_interrupted_child_is_an_error_not_a_st
         worker.join(30)
         assert len(result) == 1 and isinstance(result[0], StageError), result
         assert "interrupted" in str(result[0])
+
+        # the zygote killed under an extraction in flight: an error too, and the pool recovers
+        result.clear()
+        worker = threading.Thread(target=work)
+        worker.start()
+        zygote = pool.zygote_pid
+        assert zygote is not None
+        while not _children(zygote):
+            assert time.monotonic() < deadline + 30
+            time.sleep(0.005)
+        os.kill(zygote, signal.SIGKILL)
+        worker.join(30)
+        assert len(result) == 1 and isinstance(result[0], StageError), result
+        assert "pool stopped" in str(result[0])
+        assert _comparable(pool.extract(good, ExtractionLimits())) == _comparable(first)
     finally:
         pool.close()

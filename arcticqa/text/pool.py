@@ -229,7 +229,8 @@ class ExtractionPool:
     def extract_measured(self, data: bytes, limits: ExtractionLimits) -> tuple[Document, ChildUsage | None]:
         """:meth:`extract` and the child's own exit, peak RSS and CPU (``None`` if the zygote died).
 
-        Raises :class:`~arcticqa.errors.StageError` when the child was interrupted (SIGINT/SIGTERM).
+        Raises :class:`~arcticqa.errors.StageError` when the child was interrupted (SIGINT/SIGTERM)
+        or the zygote died under it: a failed run (retried on resume), not a status of the PDF.
         """
         sha = hashlib.sha256(data).hexdigest()
         wall = limits.time_limit_s + KILL_GRACE_S
@@ -249,8 +250,8 @@ class ExtractionPool:
         if output is None:
             return _failed(sha, "timeout", f"extraction killed after {wall:.0f}s (time limit "
                            f"{limits.time_limit_s}s plus {KILL_GRACE_S:.0f}s)"), usage
-        if usage is None:
-            return _failed(sha, "corrupt", "the extraction pool stopped before the document was done"), None
+        if usage is None:  # the zygote died (or the pool was closed): nothing is known about the PDF
+            raise StageError(f"the extraction pool stopped before {sha[:12]} was extracted")
         return _document(sha, usage, output, limits), usage
 
     def _submit(self, limits: ExtractionLimits, theirs: socket.socket) -> tuple[int, _Pending]:
