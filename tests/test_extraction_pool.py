@@ -47,6 +47,13 @@ def _comparable(document: Document) -> dict[str, Any]:
     return dumped
 
 
+@pytest.fixture
+def pool() -> Iterator[ExtractionPool]:
+    own = ExtractionPool(2)
+    yield own
+    own.close()
+
+
 def _same_documents(paths: list[Path], pool: ExtractionPool) -> None:
     limits = ExtractionLimits()
     for path in paths:
@@ -55,30 +62,21 @@ def _same_documents(paths: list[Path], pool: ExtractionPool) -> None:
         assert _comparable(new) == _comparable(old), path
 
 
-def test_the_pool_gives_the_isolated_childs_documents_for_the_sample_corpus() -> None:
+def test_the_pool_gives_the_isolated_childs_documents_for_the_sample_corpus(pool: ExtractionPool) -> None:
     assert len(SAMPLE_PDFS) >= 10
     with_statuses = {extract_document(p, ExtractionLimits(isolate=False)).status for p in SAMPLE_PDFS}
     assert "ok" in with_statuses and len(with_statuses) > 1  # good and failing documents both
-    pool = ExtractionPool(2)
-    try:
-        _same_documents(SAMPLE_PDFS, pool)
-    finally:
-        pool.close()
+    _same_documents(SAMPLE_PDFS, pool)
 
 
-def test_the_pool_gives_the_isolated_childs_documents_for_latex_typeset_pdfs() -> None:
+def test_the_pool_gives_the_isolated_childs_documents_for_latex_typeset_pdfs(pool: ExtractionPool) -> None:
     pdfs = _texlive_pdfs()
     if not pdfs:
         pytest.skip(f"no TeX Live documentation PDFs under {TEXLIVE_DOCS} on this machine")
-    pool = ExtractionPool(2)
-    try:
-        _same_documents(pdfs, pool)
-    finally:
-        pool.close()
+    _same_documents(pdfs, pool)
 
 
-def test_many_threads_share_the_capped_pool() -> None:
-    pool = ExtractionPool(2)
+def test_many_threads_share_the_capped_pool(pool: ExtractionPool) -> None:
     expected = {p: _comparable(extract_document(p, ExtractionLimits(isolate=False))) for p in SAMPLE_PDFS}
     results: dict[Path, dict[str, Any]] = {}
     peak = 0
@@ -109,7 +107,6 @@ def test_many_threads_share_the_capped_pool() -> None:
     finally:
         stop.set()
         watcher.join()
-        pool.close()
     for path in SAMPLE_PDFS:
         assert results[path]["stats"].pop("isolated") is True
         assert results[path] == expected[path], path
