@@ -66,6 +66,8 @@ __all__ = ["ExtractionPool", "ChildUsage", "shared_pool", "pool_supported", "def
 KILL_GRACE_S = 5.0
 #: how long to wait for the zygote's exit report once the child's socket is closed
 _REPORT_WAIT_S = 30.0
+#: how long the zygote may take to import the extractor on a loaded machine
+_START_WAIT_S = 60.0
 #: the child's exit code when Python raised MemoryError under the address-space cap
 _EXIT_MEMORY = 3
 _EXIT_ERROR = 4
@@ -137,7 +139,7 @@ class ExtractionPool:
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors, env=_child_env())
         finally:
             theirs.close()
-        ours.settimeout(_REPORT_WAIT_S)
+        ours.settimeout(_START_WAIT_S)
         try:
             ready = ours.recv(_MAX_MESSAGE)  # the zygote says so once the extractor is imported
         except TimeoutError:
@@ -150,7 +152,7 @@ class ExtractionPool:
             tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
             errors.close()
             ours.close()
-            raise OSError(f"the PDF extraction pool did not start: {tail[0][:300]}")
+            raise StageError(f"the PDF extraction pool did not start: {tail[0][:300]}")
         errors.close()
         self._control, self._zygote = ours, zygote
         self._reader = threading.Thread(target=self._read_reports, args=(ours,), name="extraction-pool",
@@ -428,6 +430,11 @@ def _serve(control: socket.socket) -> None:
     gc.freeze()
     try:
         control.send(b'{"ready": true}')
+        # from here on nobody reads the zygote's stderr (the parent's capture file is gone), and
+        # children report their errors on their own sockets: MuPDF's messages go nowhere
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
         while True:
             events = selector.select(timeout=1.0)
             if os.getppid() != parent:
