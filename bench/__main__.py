@@ -17,7 +17,11 @@ __all__ = ["BENCHES", "main"]
 
 #: name → (module, full arguments, quick arguments), in the issue's order
 BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
-    "pipeline": ("bench.bench_pipeline", ["--papers", "200", "--prefect"], ["--papers", "30"]),
+    "pipeline": ("bench.bench_pipeline", ["--papers", "200", "--prefect", "--compare-extraction"],
+                 ["--papers", "30", "--compare-extraction"]),
+    "pipeline-2": ("bench.bench_pipeline", ["--papers", "200", "--mode", "saturation", "--workers", "2",
+                                            "--paper-concurrency", "100"],
+                   ["--papers", "30", "--mode", "saturation", "--workers", "2"]),
     "evaluator": ("bench.bench_evaluator", [], ["--models", "2", "--items", "50", "--trials", "1"]),
     "stats": ("bench.bench_stats", [], ["--resamples", "1000", "--draws", "2000", "--repeat", "1",
                                         "--skip-reference"]),

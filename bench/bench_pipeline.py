@@ -40,6 +40,14 @@ __all__ = ["main", "StageTiming", "run_local"]
 
 TARGET_MS = 50.0
 TARGET_RATIO = 0.80
+#: issue 23: the extraction pool's extract_text wall against the interpreter-per-PDF path
+TARGET_EXTRACTION = 5.0
+#: issue 23: our CPU in construct per paper and per model call; Prefect's share of the flow's wall
+TARGET_CONSTRUCT_MS = 25.0
+TARGET_CALL_MS = 3.0
+TARGET_PREFECT_SHARE = 0.10
+#: issue 23: saturation with two build processes
+TARGET_RATIO_TWO = 0.90
 _STORE_METHODS = ("latest_run", "start_run", "claim_run", "finish_run", "record_run", "record_calls",
                   "cached_output", "get_paper", "get_document", "paper_row", "family_items", "paper_ids")
 
@@ -244,11 +252,66 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
             "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first, "server_cpu_s": server_cpu}
 
 
+def _document_digest(document: Any) -> str:
+    """A hash of what a document says (status, text, sections, spans, chunks, warnings), not of its
+    timings."""
+    import hashlib
+    import json
+
+    dumped = document.model_dump(mode="json", include={"sha256", "status", "message", "pages", "text", "sections",
+                                                        "spans", "chunks", "warnings"})
+    return hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()
+
+
+def compare_extraction(pdfs: list[Path]) -> dict[str, Any]:
+    """``extract_text`` over the same PDFs, old path (an interpreter per PDF) and the pool, with the
+    build's own thread count (``asyncio.to_thread``'s default executor); the pool's zygote
+    start-up is inside the new path's wall time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from arcticqa.stages.extract_text import ExtractionLimits
+    from arcticqa.text.isolate import extract_isolated
+    from arcticqa.text.pool import ExtractionPool
+
+    limits = ExtractionLimits()
+    threads = min(32, (os.cpu_count() or 1) + 4)
+    pool = ExtractionPool()
+
+    def run(extract: Callable[[bytes, Any], Any]) -> tuple[float, list[str]]:
+        started = time.perf_counter()
+        with ThreadPoolExecutor(threads) as executor:
+            documents = list(executor.map(lambda p: extract(p.read_bytes(), limits), pdfs))
+        return time.perf_counter() - started, [_document_digest(d) for d in documents]
+
+    try:
+        new_wall, new = run(pool.extract)
+        old_wall, old = run(extract_isolated)
+    finally:
+        pool.close()
+    return {"pdfs": len(pdfs), "threads": threads, "workers": pool.workers, "old_s": old_wall, "new_s": new_wall,
+            "identical": sum(a == b for a, b in zip(old, new, strict=True))}
+
+
+def _report_extraction(result: dict[str, Any], build_stage_s: float | None) -> float:
+    ratio = result["old_s"] / result["new_s"]
+    print(f"\n== extraction: {result['pdfs']} PDFs, {result['threads']} threads as in the build ==")
+    print(f"old path (an interpreter per PDF) {result['old_s']:.2f} s; pool ({result['workers']} workers, zygote "
+          f"start-up included) {result['new_s']:.2f} s: {ratio:.1f}x less wall (target >= {TARGET_EXTRACTION:g}x: "
+          f"{'met' if ratio >= TARGET_EXTRACTION else 'NOT met'}); identical documents "
+          f"{result['identical']}/{result['pdfs']}" + (f"; in the build above extract_text took {build_stage_s:.2f} s"
+                                                        if build_stage_s is not None else ""))
+    return ratio
+
+
 def _cmdline(p: Any) -> list[str]:
     try:
         return list(p.cmdline())
     except Exception:  # noqa: BLE001 - a child may exit while we look
         return []
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
 
 
 def _report_overhead(n: int, wall: float, timings: dict[str, StageTiming], extra: dict[str, Any],
@@ -272,6 +335,13 @@ def _report_overhead(n: int, wall: float, timings: dict[str, StageTiming], extra
               f"{per / TARGET_MS:>9.2f}x  {t.counts or ''} {note}")
     print(f"worst stage (excluding PDF parsing): {worst:.1f} ms/paper = {worst / TARGET_MS:.2f} of the "
           f"{TARGET_MS:.0f} ms target ({'met' if worst <= TARGET_MS else 'NOT met'})")
+    construct = timings.get("construct")
+    if construct is not None and construct.papers:
+        per_paper = 1000 * construct.cpu_s / construct.papers
+        per_call = 1000 * construct.cpu_s / max(extra["http_calls"], 1)
+        print(f"construct: {per_paper:.1f} ms of our CPU per paper (target <= {TARGET_CONSTRUCT_MS:g}: "
+              f"{_met(per_paper <= TARGET_CONSTRUCT_MS)}), {per_call:.2f} ms per model call (target <= "
+              f"{TARGET_CALL_MS:g}: {_met(per_call <= TARGET_CALL_MS)})")
     if prefect is not None:
         _report_prefect(n, timings, prefect)
 
@@ -281,7 +351,10 @@ def _report_prefect(n: int, timings: dict[str, StageTiming], prefect: dict[str, 
     overhead = prefect["wall_s"] - prefect["bodies_wall_s"] - timings["discover"].wall_s
     print(f"prefect flow: wall {prefect['wall_s']:.2f} s, {prefect['tasks']} tasks, task bodies "
           f"{prefect['bodies_wall_s']:.2f} s wall; server start until first task {prefect['startup_s']:.2f} s")
-    print(f"  Prefect's share of the flow's wall time: {overhead:.2f} s = {overhead / prefect['wall_s']:.0%} "
+    share = overhead / prefect["wall_s"]
+    print(f"  Prefect's share of the flow's wall time: {overhead:.2f} s = {share:.0%} (target <= "
+          f"{TARGET_PREFECT_SHARE:.0%}: {_met(share <= TARGET_PREFECT_SHARE)}; PREFECT_API_URL "
+          f"{os.environ.get('PREFECT_API_URL') or 'unset: temporary server'}) "
           f"({1000 * (overhead - prefect['startup_s']) / prefect['tasks']:.0f} ms per task after startup); "
           f"in-process CPU outside task bodies {prefect['cpu_s'] - prefect['bodies_cpu_s']:.2f} s, "
           f"Prefect server process CPU {prefect['server_cpu_s']:.2f} s")
@@ -296,6 +369,7 @@ def _report_saturation(n: int, latency: float, cap: int, wall: float, per_worker
     to the last answer. Same figure for one build process or several sharing the store."""
     rate, window = server.rate(latency)
     ideal = cap / latency
+    target = TARGET_RATIO if len(per_worker) == 1 else TARGET_RATIO_TWO
     print(f"\n== 2. endpoint saturation: {n} papers, latency {latency:g} s, endpoint cap {cap}, "
           f"{len(per_worker)} build process(es) ==")
     print(f"build wall {wall:.2f} s; the endpoint answered {server.completions} calls in a {window:.2f} s window "
@@ -311,7 +385,7 @@ def _report_saturation(n: int, latency: float, cap: int, wall: float, per_worker
     print(f"  our CPU in construct: {construct_cpu:.2f} s = "
           f"{1000 * construct_cpu / max(server.completions, 1):.2f} ms per call")
     print(f"throughput: {rate:.1f} calls/s; ideal {ideal:.0f} calls/s ({cap} / {latency:g} s); "
-          f"ratio {rate / ideal:.2f} (target >= {TARGET_RATIO:.2f})")
+          f"ratio {rate / ideal:.2f} (target >= {target:.2f}: {_met(rate / ideal >= target)})")
     return rate / ideal
 
 
@@ -326,6 +400,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extra-model", default="", help="extra TOML lines for the model config")
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--endpoint-concurrency", type=int, default=64)
+    parser.add_argument("--compare-extraction", action="store_true",
+                        help="overhead: also extract every PDF by the old path and the pool, side by side")
     parser.add_argument("--workers", type=int, default=1,
                         help="saturation: build processes sharing one store (docs/scale-out.md)")
     args = parser.parse_args(argv)
@@ -348,6 +424,10 @@ def main(argv: list[str] | None = None) -> None:
                 if args.prefect:
                     prefect = run_prefect(tmp / "prefect", corpus, base_url, args)
                     _report_prefect(args.papers, timings, prefect)
+            if args.compare_extraction:
+                stage = timings.get("extract_text")
+                _report_extraction(compare_extraction(sorted((tmp / "corpus").rglob("*.pdf"))),
+                                   stage.wall_s if stage else None)
         if args.mode in ("saturation", "both"):
             with _server(args.latency, args.endpoint_concurrency) as (base_url, view):
                 if args.workers > 1:

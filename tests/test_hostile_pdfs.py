@@ -3,8 +3,9 @@
 The PDFs are built here: encrypted, a broken xref, zero bytes, 10,000 pages, a huge embedded
 image, JavaScript and an embedded file, and a decompression bomb (a 0.5 MB content stream that
 inflates to 512 MiB, which MuPDF's lexer buffers whole: 13 GB of RSS and 80 s in-process).
-Extraction runs in a child process with a hard memory cap (``arcticqa.text.isolate``); the bomb
-tests measure the child's peak RSS from a driver subprocess with ``resource.getrusage``.
+Extraction runs in a child process with a hard memory cap, forked from the extraction pool's
+zygote (``arcticqa.text.pool``); the bomb tests read the child's own peak RSS as the zygote
+measured it (``wait4``), and the driver's own ``VmHWM``.
 """
 
 from __future__ import annotations
@@ -112,9 +113,11 @@ def scripted_pdf(good: bytes) -> bytes:
 
 
 def _measure(pdf: Path, limits: ExtractionLimits) -> dict[str, object]:
-    """Extract in a driver subprocess; its only children are the extractor processes."""
+    """Extract through the pool in a driver subprocess; the pool reports the extraction child's
+    own peak RSS and CPU from ``wait4`` (the child is the zygote's, not the driver's, so the
+    driver's ``RUSAGE_CHILDREN`` would not see it)."""
     code = (
-        "import json, resource, sys, time\n"
+        "import json, sys, time\n"
         # this process's own peak: ru_maxrss would start at the peak of the process it was
         # forked from (Linux keeps the replaced mm's high-water mark across exec), i.e. pytest's
         "def hwm_kb():\n"
@@ -122,12 +125,13 @@ def _measure(pdf: Path, limits: ExtractionLimits) -> dict[str, object]:
         "        if line.startswith('VmHWM:'):\n"
         "            return int(line.split()[1])\n"
         "    raise RuntimeError('no VmHWM')\n"
-        "from arcticqa.stages.extract_text import ExtractionLimits, extract_document\n"
+        "from arcticqa.stages.extract_text import ExtractionLimits\n"
+        "from arcticqa.text.pool import shared_pool\n"
         "limits = ExtractionLimits.model_validate_json(sys.argv[2])\n"
         "t = time.perf_counter()\n"
-        "doc = extract_document(open(sys.argv[1], 'rb').read(), limits)\n"
+        "doc, usage = shared_pool().extract_measured(open(sys.argv[1], 'rb').read(), limits)\n"
         "print(json.dumps({'status': doc.status, 'message': doc.message, 'seconds': time.perf_counter() - t,\n"
-        "  'child_rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,\n"
+        "  'child_rss_mb': usage.maxrss_kb / 1024, 'child_exit': usage.exit,\n"
         "  'self_rss_mb': hwm_kb() / 1024}))\n"
     )
     done = subprocess.run([sys.executable, "-c", code, str(pdf), limits.model_dump_json()], cwd=REPO,
@@ -203,24 +207,58 @@ def test_decompression_bomb_is_too_large_within_the_memory_cap(tmp_path: Path) -
     result = _measure(pdf, limits)
     assert result["status"] == "too_large", result
     assert "memory" in str(result["message"])
-    assert float(result["child_rss_mb"]) < 1024  # type: ignore[arg-type]
+    # the child really grew (the zygote alone is ~0.1 GB) and the cap stopped it
+    assert 400 < float(result["child_rss_mb"]) < 1024  # type: ignore[arg-type]
     assert float(result["self_rss_mb"]) < 400  # the parent never holds the inflated stream
     assert float(result["seconds"]) < 30  # type: ignore[arg-type]
 
 
 def test_a_child_that_overruns_the_wall_clock_is_killed(good: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
-    # a limit shorter than the child's own start-up: the parent must kill it and say so
+    # the one-interpreter-per-PDF path (isolate = true where the pool is unsupported): a limit
+    # shorter than the child's own start-up; the parent must kill it and say so
     monkeypatch.setattr(isolate, "STARTUP_GRACE_S", 0.05)
     started = time.perf_counter()
-    doc = extract_document(good, ExtractionLimits(time_limit_s=0.05))
+    doc = isolate.extract_isolated(good, ExtractionLimits(time_limit_s=0.05))
     assert time.perf_counter() - started < 5
     assert doc.status == "timeout" and "killed" in (doc.message or "")
 
 
-def test_the_extractor_child_sees_no_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_pool_child_that_overruns_the_wall_clock_is_killed_and_replaced(good: bytes,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from arcticqa.text import pool as pool_module
+
+    # a bomb needs seconds to reach even a generous memory cap; 0.1 s of wall clock is far less
+    # than its CPU cap (2 s): only the parent's kill can end it this soon
+    monkeypatch.setattr(pool_module, "KILL_GRACE_S", 0.05)
+    pool = pool_module.ExtractionPool(1)
+    try:
+        started = time.perf_counter()
+        doc, usage = pool.extract_measured(bomb_pdf(512), ExtractionLimits(time_limit_s=0.05, memory_limit_mb=4096))
+        assert time.perf_counter() - started < 10
+        assert doc.status == "timeout" and "killed" in (doc.message or "")
+        assert usage is not None and usage.exit == -9
+        zygote = pool.zygote_pid
+        # the next document gets a fresh child from the same zygote and is extracted in full
+        assert pool.extract(good, ExtractionLimits()).text == extract_document(good, ExtractionLimits(isolate=False)).text
+        assert pool.zygote_pid == zygote
+    finally:
+        pool.close()
+
+
+def test_the_extractor_child_sees_no_api_keys(good: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    from arcticqa.text.pool import ExtractionPool
+
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET-child-env")
     env = isolate._child_env()
     assert "OPENAI_API_KEY" not in env and all("SECRET" not in v for v in env.values())
+    # the pool's zygote (and so every child it forks) was started with that environment
+    pool = ExtractionPool(1)
+    try:
+        assert pool.extract(good, ExtractionLimits()).status == "ok"
+        environ = Path(f"/proc/{pool.zygote_pid}/environ").read_bytes()
+        assert b"PATH=" in environ and b"SECRET" not in environ and b"OPENAI_API_KEY" not in environ
+    finally:
+        pool.close()
 
 
 @pytest.mark.slow

@@ -160,6 +160,15 @@ def _extraction_limits(ctx: BuildContext) -> ExtractionLimits:
         raise ConfigError(f"setting 'extraction': {exc}") from exc
 
 
+def _extraction_workers(ctx: BuildContext) -> int | None:
+    # ``workers`` sizes the extraction pool; it is not an ExtractionLimits field, so it never
+    # enters the stage's input hash (the documents do not depend on it)
+    workers = ctx.settings.extraction.get("workers")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ConfigError(f"setting 'extraction.workers': expected a whole number ≥ 1, got {workers!r}")
+    return workers
+
+
 def _fetched_path(ctx: BuildContext, pid: str) -> Path:
     run = ctx.store.latest_run(pid, "fetch_fulltext")
     if run is None or run.output is None or not run.output.get("path"):
@@ -177,7 +186,8 @@ async def _extract(ctx: BuildContext, pid: str) -> StageResult:
     import asyncio
 
     path = _fetched_path(ctx, pid)
-    document = await asyncio.to_thread(extract_stage.extract_document, path, _extraction_limits(ctx))
+    document = await asyncio.to_thread(extract_stage.extract_document, path, _extraction_limits(ctx),
+                                       workers=_extraction_workers(ctx))
     rejection = extract_stage.rejection_for(document)
     summary = {"status": document.status, "message": document.message, "pages": document.pages,
                "sha256": document.sha256, "spans": len(document.spans)}
