@@ -287,12 +287,18 @@ class Settings(BaseSettings):
             # would be ignored silently, so it is checked here (imported only when the section is set)
             from arcticqa.text.extract import ExtractionLimits
 
-            for key in self.extraction:
+            # ``workers`` sizes the extraction pool: a setting of the build, not a limit of the
+            # document, so it is checked here and kept out of ExtractionLimits (and its input hash)
+            workers = self.extraction.get("workers")
+            if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+                raise ValueError(f"setting 'extraction.workers': expected a whole number ≥ 1, got {workers!r}")
+            limits = {k: v for k, v in self.extraction.items() if k != "workers"}
+            for key in limits:
                 if key not in ExtractionLimits.model_fields:
                     raise ValueError(f"setting 'extraction.{key}': unknown setting"
-                                     f"{did_you_mean(key, ExtractionLimits.model_fields)}")
+                                     f"{did_you_mean(key, [*ExtractionLimits.model_fields, 'workers'])}")
             try:
-                ExtractionLimits.model_validate(self.extraction)
+                ExtractionLimits.model_validate(limits)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 raise ValueError(f"setting 'extraction.{'.'.join(str(p) for p in first['loc'])}': "

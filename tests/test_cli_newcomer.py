@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 
 from arcticqa import __version__
 from arcticqa.cli import app
+from arcticqa.config import load_settings
+from arcticqa.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -200,3 +202,17 @@ def test_extract_text_names_a_directory_and_a_missing_file(empty_folder: Path) -
     assert folder.exit_code == 2 and "pdfs: is a directory; give one PDF file" in folder.stderr
     missing = runner.invoke(app, ["extract-text", "nope.pdf"])
     assert missing.exit_code == 2 and "nope.pdf: no such file" in missing.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "true", '"two"'])
+def test_extraction_workers_is_checked_when_the_settings_load(tmp_path: Path, value: str) -> None:
+    cfg = tmp_path / "a.toml"
+    cfg.write_text(f"[extraction]\nworkers = {value}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"setting 'extraction\.workers': expected a whole number"):
+        load_settings(cfg)
+
+
+def test_extraction_workers_sits_beside_the_limits(tmp_path: Path) -> None:
+    cfg = tmp_path / "a.toml"
+    cfg.write_text("[extraction]\nworkers = 2\nmax_pages = 40\n", encoding="utf-8")
+    assert load_settings(cfg).extraction == {"workers": 2, "max_pages": 40}

@@ -161,12 +161,10 @@ def _extraction_limits(ctx: BuildContext) -> ExtractionLimits:
 
 
 def _extraction_workers(ctx: BuildContext) -> int | None:
-    # ``workers`` sizes the extraction pool; it is not an ExtractionLimits field, so it never
-    # enters the stage's input hash (the documents do not depend on it)
+    # ``workers`` sizes the extraction pool (checked when the settings load); it is not an
+    # ExtractionLimits field, so it never enters the stage's input hash
     workers = ctx.settings.extraction.get("workers")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"setting 'extraction.workers': expected a whole number ≥ 1, got {workers!r}")
-    return workers
+    return workers if isinstance(workers, int) else None
 
 
 def _fetched_path(ctx: BuildContext, pid: str) -> Path:
