@@ -16,7 +16,7 @@ import typer
 from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, handle_errors
 
 if TYPE_CHECKING:
-    from arcticqa.evaluate.protocols import ReportSummary
+    from arcticqa.evaluate.protocols import EvalProtocol, ReportOptions, ReportSummary
 
 __all__ = ["evaluate_app"]
 
@@ -106,10 +106,15 @@ def report_command(
 @evaluate_app.command("score")
 @handle_errors
 def score_command(
-    protocol: ProtocolOption,
-    items: Annotated[Path, typer.Option("--items", help="Items: release items.jsonl, Abstain-QA or Know2Guess JSONL.")],
-    responses: Annotated[Path, typer.Option("--responses", help="JSONL of external raw responses.")],
     out: OutOption,
+    protocol: ProtocolOption = "arcticabstain",
+    items: Annotated[Path | None, typer.Option(
+        "--items", help="Items: release items.jsonl, Abstain-QA or Know2Guess JSONL (with --from-inspect-log: "
+                        "default, the release the logged task ran on).")] = None,
+    responses: Annotated[Path | None, typer.Option("--responses", help="JSONL of external raw responses.")] = None,
+    from_inspect_log: Annotated[list[Path] | None, typer.Option(
+        "--from-inspect-log", help="inspect_ai logs (files or folders; repeatable) of the ArcticAbstain task "
+                                   "arcticqa/integrations/inspect_task.py, instead of --responses.")] = None,
     resamples: ResamplesOption = 10_000,
     draws: DrawsOption = 20_000,
     seed: SeedOption = 7,
@@ -119,19 +124,56 @@ def score_command(
     ece_bins: BinsOption = 10,
     overwrite: OverwriteOption = False,
 ) -> None:
-    """Re-score an externally produced run with the same parsers, metrics and report."""
-    from arcticqa.errors import InputError
+    """Re-score an externally produced run (a responses JSONL, or inspect_ai logs) with the same
+    parsers, metrics and report."""
+    from arcticqa.errors import ConfigError, InputError
     from arcticqa.evaluate.protocols import ReportOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
 
     check_report_folder(out, overwrite=overwrite)
 
     chosen = get_protocol(protocol)
-    if not items.exists():
-        raise InputError(f"items file for --protocol {protocol} not found", path=str(items))
     options = ReportOptions(figure=figure, resamples=resamples, draws=draws, seed=seed,
                             thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty, bins=ece_bins)
+    if (responses is None) == (not from_inspect_log):
+        raise ConfigError("give exactly one of --responses FILE or --from-inspect-log LOG")
+    if from_inspect_log:
+        _print_summary(_score_inspect_logs(chosen, from_inspect_log, items, out, options))
+        return
+    assert responses is not None
+    if items is None:
+        raise ConfigError("give --items (the items the responses answer)")
+    if not items.exists():
+        raise InputError(f"items file for --protocol {protocol} not found", path=str(items))
     _print_summary(chosen.score_external(items, responses, out, options))
+
+
+def _score_inspect_logs(chosen: EvalProtocol, logs: list[Path], items: Path | None, out: Path,
+                        options: ReportOptions) -> ReportSummary:
+    """Turn inspect logs into external response lines and score them like a --responses file."""
+    import tempfile
+
+    from arcticqa.errors import ConfigError, InputError
+
+    if chosen.name != "arcticabstain":  # the only protocol shipped as an inspect task
+        raise ConfigError(f"--from-inspect-log reads logs of the ArcticAbstain inspect task, not --protocol {chosen.name}")
+    try:
+        from arcticqa.integrations.inspect_log import read_inspect_logs
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"--from-inspect-log needs inspect_ai ({exc.name} is not installed): "
+                          'pip install -e ".[inspect]"') from None
+    converted = read_inspect_logs(logs)
+    items = items or converted.items
+    if items is None:
+        raise ConfigError("the logs ran on different releases (or name none): give --items")
+    if not items.exists():
+        raise InputError("items file of the logged release not found (give --items)", path=str(items))
+    with tempfile.TemporaryDirectory(prefix="arcticqa-inspect-") as tmp:
+        lines = Path(tmp) / "inspect-responses.jsonl"
+        lines.write_text(converted.jsonl(), encoding="utf-8")
+        summary = chosen.score_external(items, lines, out, options)
+    summary.warnings[:0] = converted.warnings
+    return summary
 
 
 def _print_run(result: object) -> None:
