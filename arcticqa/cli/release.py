@@ -93,7 +93,7 @@ def export_cmd(
     prompt: Annotated[Path | None, typer.Option("--prompt", help="Evaluation prompt JSON (default: the store's).")] = None,
     include_evidence: Annotated[bool, typer.Option("--include-evidence", help="Include evidence text (check source licences).")] = False,
     require_redistributable: Annotated[bool, typer.Option("--require-redistributable", help="Leave out items whose source licence forbids sharing evidence.")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="jsonl (hf is not supported yet).")] = "jsonl",
+    fmt: Annotated[str, typer.Option("--format", help="jsonl, or hf: the same release plus Parquet per config (items, answer_present, answer_absent) and a Hugging Face card header (needs pyarrow: the hf extra).")] = "jsonl",
     overwrite: OverwriteOption = False,
     allow_empty: Annotated[bool, typer.Option("--allow-empty", help="Write a release even when no item was accepted.")] = False,
     config: ConfigOption = None,

@@ -20,6 +20,7 @@ from arcticqa.outputs import check_folder_target, md_code, md_text, write_folder
 from arcticqa.release.conditions import build_conditions
 from arcticqa.release.cues import audit_release, cue_table
 from arcticqa.release.funnel import funnel_figure_bytes
+from arcticqa.release.hf import HF_CONFIGS, card_header, parquet_files, parquet_path, require_pyarrow
 from arcticqa.release.jsonio import item_json, json_bytes, jsonl_bytes
 from arcticqa.release.models import (
     ABSTAIN_TEXT,
@@ -31,23 +32,27 @@ from arcticqa.release.models import (
     license_allows_redistribution,
 )
 
-__all__ = ["RELEASE_FORMAT", "RELEASE_FILES", "write_release", "render_card"]
+__all__ = ["RELEASE_FORMAT", "RELEASE_FILES", "RELEASE_LAYOUTS", "write_release", "render_card"]
 
 RELEASE_FORMAT = "arcticqa-release/1"
 #: every file a release holds besides MANIFEST.json, in the order they are written
 RELEASE_FILES: tuple[str, ...] = ("items.jsonl", "conditions.jsonl", "prompt.json",
                                   "excluded-items.json", "funnel.svg", "README.md")
-#: what ``--overwrite`` may replace in an existing release folder
-_OWN = frozenset({*RELEASE_FILES, "MANIFEST.json"})
+#: ``--format``: the JSONL release, or the same plus Parquet per config and a card header (Hugging Face)
+RELEASE_LAYOUTS: tuple[str, ...] = ("jsonl", "hf")
+#: what ``--overwrite`` may replace in an existing release folder (``data``: the Parquet files)
+_OWN = frozenset({*RELEASE_FILES, "MANIFEST.json", "data"})
 _RELEASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCounts,
                 roster: Mapping[str, list[str]], include_evidence: bool, dataset_license: str,
                 citation: str | None, code_version: str, config_hash: str,
-                policy_hashes: Mapping[str, str], cue_audit: str = "") -> str:
+                policy_hashes: Mapping[str, str], cue_audit: str = "",
+                parquet: Mapping[str, int] | None = None) -> str:
     """The dataset card (``README.md``) of a release (``cue_audit``: the Markdown table of
-    :func:`arcticqa.release.cues.cue_table`, empty to leave the section out)."""
+    :func:`arcticqa.release.cues.cue_table`, empty to leave the section out; ``parquet``: the
+    Parquet file -> rows of a Hugging Face release)."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(loader=PackageLoader("arcticqa.release", "templates"),
@@ -58,7 +63,7 @@ def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCou
         release_id=release_id, counts=counts, funnel=funnel, roster=dict(sorted(roster.items())),
         include_evidence=include_evidence, dataset_license=dataset_license, citation=citation,
         code_version=code_version, config_hash=config_hash,
-        policy_hashes=dict(sorted(policy_hashes.items())), cue_audit=cue_audit)
+        policy_hashes=dict(sorted(policy_hashes.items())), cue_audit=cue_audit, parquet=dict(parquet or {}))
 
 
 def _prepare(items: list[ReleaseItem], *, include_evidence: bool,
@@ -122,9 +127,10 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
     ``allow_empty=False`` refuses a release without items (``arcticqa export`` without
     ``--allow-empty``): an unfinished build exported by mistake must not look like a release.
     """
-    if format != "jsonl":
-        raise ConfigError(f"release format {format!r} is not supported (only 'jsonl'; the "
-                          "Hugging Face layout needs pyarrow, which arcticqa does not ship)")
+    if format not in RELEASE_LAYOUTS:
+        raise ConfigError(f"release format {format!r} is not supported (give one of {', '.join(RELEASE_LAYOUTS)})")
+    if format == "hf":
+        require_pyarrow()  # before any work: a missing extra is one line
     if not _RELEASE_ID.match(release_id):
         raise ConfigError(f"release id {release_id!r} must be 1-100 letters, digits, '.', '_' or '-'")
     target = Path(out_dir).absolute()
@@ -142,10 +148,22 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
     counts = _counts(kept, len(conditions), len(excluded))
 
     def fill(tmp: Path) -> None:
+        item_rows = [item_json(it) for it in kept]
         files: dict[str, bytes] = {
-            "items.jsonl": jsonl_bytes([item_json(it) for it in kept]),
+            "items.jsonl": jsonl_bytes(item_rows),
             "conditions.jsonl": jsonl_bytes([c.model_dump(mode="json") for c in conditions]),
         }
+        parquet: dict[str, bytes] = parquet_files(item_rows, conditions) if format == "hf" else {}
+        card = render_card(
+            release_id=release_id, counts=counts, funnel=funnel, roster=roster,
+            include_evidence=include_evidence, dataset_license=dataset_license,
+            citation=citation, code_version=code_version, config_hash=config_hash,
+            policy_hashes=policy_hashes, cue_audit=cue_table(audit_release(kept)),
+            parquet={parquet_path(c): len(kept) for c in HF_CONFIGS} if parquet else None)
+        if parquet:
+            scripts = {it.language_script for it in kept}
+            card = card_header(release_id=release_id, dataset_license=dataset_license, n_items=len(kept),
+                               languages=["en", "ru"] if scripts - {"latin"} else ["en"]) + card
         for name, data in files.items():
             (tmp / name).write_bytes(data)
         rest: dict[str, bytes] = {
@@ -153,12 +171,11 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
             "excluded-items.json": json_bytes([e.model_dump(mode="json", exclude_none=True)
                                                for e in excluded]),
             "funnel.svg": funnel_figure_bytes(funnel, "svg"),
-            "README.md": render_card(
-                release_id=release_id, counts=counts, funnel=funnel, roster=roster,
-                include_evidence=include_evidence, dataset_license=dataset_license,
-                citation=citation, code_version=code_version, config_hash=config_hash,
-                policy_hashes=policy_hashes, cue_audit=cue_table(audit_release(kept))).encode("utf-8"),
+            "README.md": card.encode("utf-8"),
+            **parquet,
         }
+        if parquet:
+            (tmp / "data").mkdir()
         for name, data in rest.items():
             (tmp / name).write_bytes(data)
         files |= rest
