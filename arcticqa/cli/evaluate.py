@@ -157,7 +157,7 @@ def _score_inspect_logs(chosen: EvalProtocol, logs: list[Path], items: Path | No
 
     if chosen.name != "arcticabstain":  # the only protocol shipped as an inspect task
         raise ConfigError(f"--from-inspect-log reads logs of the ArcticAbstain inspect task, not --protocol {chosen.name}")
-    try:
+    try:  # inspect_ai is an optional extra, so its bridge is imported only when asked for
         from arcticqa.integrations.inspect_log import read_inspect_logs
     except ModuleNotFoundError as exc:
         raise ConfigError(f"--from-inspect-log needs inspect_ai ({exc.name} is not installed): "

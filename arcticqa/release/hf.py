@@ -139,4 +139,5 @@ def card_header(*, release_id: str, dataset_license: str, n_items: int, language
         "configs": [{"config_name": config, "data_files": [{"split": HF_SPLIT, "path": parquet_path(config)}]}
                     for config in HF_CONFIGS],
     }
-    return "---\n" + yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True, width=1000) + "---\n\n"
+    header = yaml.safe_dump(metadata, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{header}---\n\n"
