@@ -14,7 +14,7 @@ in ``details``. A protocol's ``records`` module converts its record to and from 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -59,7 +59,7 @@ def _cells(session: Any, eval_sets: Iterable[str]) -> set[tuple[str, str, str, s
     t = _TABLE
     query = select(t.c.eval_set, t.c.model, t.c.item_id, t.c.condition, t.c.trial).where(
         t.c.eval_set.in_(list(eval_sets)))
-    return {tuple(row) for row in session.execute(query)}  # type: ignore[misc]
+    return {cast(tuple[str, str, str, str, int], tuple(row)) for row in session.execute(query)}
 
 
 def completed_cells(engine: Engine, eval_sets: Iterable[str]) -> set[tuple[str, str, str, str, int]]:

@@ -32,7 +32,6 @@ IDK_GOLD = "IDK/NOTA"
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-# -- items ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class AbstainQAItem:
@@ -168,5 +167,3 @@ def load_abstainqa_items(path: Path | str, *, eval_set: str = "arcticqa") -> lis
                              field="question_id")
         items[item.question_id] = item
     return list(items.values())
-
-

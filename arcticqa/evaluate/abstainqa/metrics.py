@@ -14,7 +14,6 @@ from arcticqa.evaluate.abstainqa.parse import CAUSE_INFRASTRUCTURE
 
 __all__ = ["ConfusionCounts"]
 
-# -- metrics and report -----------------------------------------------------------------------
 
 @dataclass
 class ConfusionCounts:
@@ -89,5 +88,3 @@ class ConfusionCounts:
 
     def metrics(self) -> dict[str, float]:
         return {"AR": self.ar, "AAC": self.aac, "UAC": self.uac, "P": self.precision}
-
-

@@ -26,8 +26,6 @@ CAUSE_INFRASTRUCTURE = "infrastructure_no_provider_answer"
 CAUSE_REFUSAL = "provider_safeguard_refusal"
 CAUSE_FORMAT = "model_format_violation"
 
-# -- parsing and scoring ----------------------------------------------------------------------
-
 _STRICT_CONFIDENCE = re.compile(r"Answer:[ \t]*([A-Z])[ \t]*\r?\nConfidence:[ \t]*([1-5])")
 _ANY_CONFIDENCE = re.compile(r"confidence\W{0,3}([1-5])(?:\s*/\s*5)?\b", re.IGNORECASE)
 _ANSWER_LINE = re.compile(r"answer(?:\s+is)?\W{0,3}\(?([A-Z])\b\)?", re.IGNORECASE)
@@ -73,5 +71,3 @@ def score_abstainqa(answerable: bool, chosen: str | None, correct_letter: str, i
     if answerable and chosen == correct_letter:
         return "TP"
     return "FP"  # a wrong option on an answerable item, or any option on an unanswerable one
-
-

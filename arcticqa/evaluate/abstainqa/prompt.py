@@ -24,7 +24,6 @@ VARIANTS: tuple[str, ...] = ("standard", "abstain", "extreme_abstain")
 PROMPT_DIR = Path(__file__).resolve().parents[3] / "prompts" / "abstainqa"
 CONFIDENCE_SUFFIX = "+confidence"
 
-# -- prompts and calls ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class AbstainQAPrompt:

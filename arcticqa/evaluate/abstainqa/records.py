@@ -27,6 +27,7 @@ from arcticqa.llm.chat import ChatOutcome
 
 __all__ = ["AbstainQARecord", "record_from_call", "store_row", "record_from_row", "record_from_external"]
 
+
 @dataclass(frozen=True)
 class AbstainQARecord:
     """One scored response (also the ``details`` of its store row)."""

@@ -29,6 +29,7 @@ __all__ = ["DEFAULT_THRESHOLDS", "GroupResult", "AbstainQAReport", "selective_re
 
 DEFAULT_THRESHOLDS: tuple[int, ...] = (0, 1, 2, 3, 4)
 
+
 @dataclass
 class GroupResult:
     model: str
@@ -211,7 +212,6 @@ def write_abstainqa_report(report: AbstainQAReport, out_dir: Path | str, *, figu
     return write_report_folder(out_dir, texts, figures)
 
 
-
 def summary_lines(report: AbstainQAReport) -> list[str]:
     """One console line per (model, variant)."""
     lines = [f"questions {report.questions} ({report.answerable_questions} answerable), responses {report.responses}"]
@@ -220,4 +220,3 @@ def summary_lines(report: AbstainQAReport) -> list[str]:
         lines.append(f"  {g.model_label} [{g.variant}]: AR {c.ar:.3f}, AAC {c.aac:.3f}, UAC {c.uac:.3f}, "
                      f"P {c.precision:.3f} (TP {c.tp}, FN {c.fn}, FP {c.fp}, TN {c.tn}, invalid {c.invalid})")
     return lines
-

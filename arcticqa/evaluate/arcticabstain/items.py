@@ -105,5 +105,3 @@ def shown_options(item: EvalItem, condition: Condition, seed: str, *, letters: s
     ordered = sorted(listed, key=lambda o: _sha(f"arcticqa-position|{seed}|{o[0]}"))
     return tuple(ShownOption(letter, kind, text, option_id)  # type: ignore[arg-type]
                  for letter, (option_id, kind, text) in zip(letters, ordered, strict=True))
-
-

@@ -29,8 +29,6 @@ _KNOWN = {*_REQUIRED_TEXT, "zone", "gold_answer", "acceptable_variants", "absten
           "contamination_risk"}
 
 
-# -- items ------------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Know2GuessItem:
     question_id: str
@@ -111,5 +109,3 @@ def load_know2guess_items(path: Path | str) -> list[Know2GuessItem]:
     if not items:
         raise InputError("no items in file", path=name)
     return list(items.values())
-
-

@@ -19,7 +19,6 @@ from arcticqa.evaluate.reportio import f6
 
 __all__ = ["Know2GuessMetrics", "METRIC_HEADER", "expected_calibration_error", "compute_metrics"]
 
-# -- metrics ----------------------------------------------------------------------------------
 
 @dataclass
 class Know2GuessMetrics:
@@ -91,5 +90,3 @@ def compute_metrics(records: Iterable[Know2GuessRecord], *, parser: str = "stric
         invalid_rate=share(sum(d == "INVALID" for _, d, _, _ in rows), n),
         ece=expected_calibration_error(calibrated, bins), ece_responses=len(calibrated),
         cost_sensitive_reliability=share(cost, n))
-
-

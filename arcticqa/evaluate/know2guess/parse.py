@@ -61,6 +61,7 @@ def grade(item: Know2GuessItem, answer: str | None) -> bool:
 
 # -- parsing ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Parsed:
     decision: Decision
@@ -185,5 +186,3 @@ def parse_robust_reply(text: str | None, *, mode: str = "answer_or_abstain",
     if len(lines) == 1 and not fields and len(body) <= 200:
         return Parsed("ANSWER", body.strip().strip('"'), None)
     return Parsed("INVALID", cause=CAUSE_FORMAT)
-
-

@@ -25,7 +25,6 @@ VARIANTS: tuple[str, ...] = ("answer_or_abstain", "answer_only", "answer_or_abst
 MODES: tuple[str, ...] = ("answer_or_abstain", "answer_only")
 PROMPT_DIR = Path(__file__).resolve().parents[3] / "prompts" / "know2guess"
 
-# -- prompts and calls ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Know2GuessPrompt:

@@ -24,7 +24,6 @@ from arcticqa.llm.chat import ChatOutcome
 
 __all__ = ["Know2GuessRecord", "record_from_call", "store_row", "record_from_row", "record_from_external"]
 
-# -- records ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Know2GuessRecord:

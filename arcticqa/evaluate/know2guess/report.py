@@ -27,7 +27,6 @@ from arcticqa.evaluate.reportio import csv_text, f6, md_text, write_report_folde
 __all__ = ["GroupResult", "Know2GuessReport", "selective_records", "build_know2guess_report",
            "render_know2guess_tables", "write_know2guess_report", "summary_lines"]
 
-# -- report -----------------------------------------------------------------------------------
 
 @dataclass
 class GroupResult:
@@ -209,4 +208,3 @@ def summary_lines(report: Know2GuessReport) -> list[str]:
                      f"{m.answered_accuracy:.3f}, abstention {m.abstention_rate:.3f}, refusal {m.refusal_rate:.3f}, "
                      f"ECE {_fmt(m.ece)}, BS {_fmt(g.boundary_sharpness)}")
     return lines
-
