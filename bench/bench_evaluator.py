@@ -20,11 +20,12 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from arcticqa.evaluate.conditions import EvalItem
+from arcticqa.config import EvalModel
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.arcticabstain.items import EvalItem
 from arcticqa.evaluate.policies import policy_responder
-from arcticqa.evaluate.records import load_store_responses
-from arcticqa.evaluate.runner import run_evaluation
-from arcticqa.evaluate.settings import EvalModel
+from arcticqa.evaluate.runner import run_protocol
+from arcticqa.evaluate.shape import RunOptions
 from arcticqa.llm.local_server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
@@ -83,9 +84,10 @@ def main() -> None:
         models = [EvalModel(label=f"random-{m}", model="random", base_url=base_url, api_key_env=None,
                             max_concurrency=per_model, timeout_s=60.0) for m in range(args.models)]
         started = time.perf_counter()
-        result = asyncio.run(run_evaluation(items, models, engine, trials=args.trials))
+        live = ARCTICABSTAIN.live(RunOptions(trials=args.trials), items=items)
+        result = asyncio.run(run_protocol(live, models, engine))
         elapsed = time.perf_counter() - started
-        stored = len(load_store_responses(engine))
+        stored = len(ARCTICABSTAIN.records_from_store(engine))
     rate = calls / elapsed
     where = "same process" if args.same_process else "separate process"
     print(f"\n== 3. evaluator: {args.models} models x {args.items} questions x 2 conditions x {args.trials} "

@@ -36,6 +36,7 @@ __all__ = [
     "OptionCheckRow",
     "ItemRow",
     "EVIDENCE_TABLES",
+    "EvalResponseRow",
 ]
 
 
@@ -313,3 +314,51 @@ EVIDENCE_TABLES: dict[str, type[SQLModel]] = {
     "option_check": OptionCheckRow,
     "accept": ItemRow,
 }
+
+
+# -- the evaluator's table (arcticqa.evaluate reads and writes it through arcticqa.evaluate.recorded) --
+
+class EvalResponseRow(SQLModel, table=True):
+    """One recorded call: what it showed, what came back, and how it scored."""
+
+    __tablename__ = "eval_response"
+    __table_args__ = (UniqueConstraint("eval_set", "model", "item_id", "condition", "trial",
+                                       name="uq_eval_response_cell"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    #: which evaluation protocol recorded the row (arcticabstain | abstainqa | know2guess)
+    protocol: str = Field(default="arcticabstain", index=True,
+                          sa_column_kwargs={"server_default": "arcticabstain"})
+    eval_set: str = Field(index=True)
+    model: str = Field(index=True)  # the configured label (the design's model id)
+    #: the model's place in the run's configuration: reports list models in this order
+    model_position: int = 0
+    model_label: str
+    api_model: str
+    item_id: str = Field(index=True)
+    condition: str
+    trial: int
+    order_seed: str
+    #: [{letter, kind, text, option_id}] in the order shown
+    options: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
+    correct_letter: str
+    prompt_version: str
+    prompt_sha256: str
+    raw_response_text: str | None = None
+    chosen_letter: str | None = None
+    chosen_kind: str | None = None
+    parser: str | None = None  # which parser found a letter: strict | lenient | None
+    lenient_letter: str | None = None
+    outcome: str
+    lenient_outcome: str
+    cause: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    latency_s: float = 0.0
+    attempts: int = 0
+    cost_usd: float = 0.0
+    error: str | None = None
+    #: the protocol's scored record (decision, answer, confidence, item facts); None for ArcticAbstain
+    details: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    recorded_at: datetime = Field(default_factory=utcnow)

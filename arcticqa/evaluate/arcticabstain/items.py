@@ -1,4 +1,4 @@
-"""Eval items, the two ArcticAbstain conditions, the per-call option order and the prompt.
+"""ArcticAbstain items (a release ``items.jsonl``), the two conditions and the per-call option order.
 
 Answer present shows the gold answer, distractors of rank 0-2 and the abstain option; answer
 absent shows distractors of rank 0-3 and the abstain option. Option ids follow the release
@@ -17,32 +17,15 @@ run's configured eval set name.
 from __future__ import annotations
 
 import hashlib
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from arcticqa.errors import InputError
-from arcticqa.evaluate.outcomes import Condition, ShownOption
-from arcticqa.evaluate.promptfile import read_prompt_file
+from arcticqa.evaluate.arcticabstain.parse import Condition, ShownOption
 from arcticqa.release.conditions import distractor_option_id
 from arcticqa.release.jsonio import iter_jsonl, shown
 
-__all__ = [
-    "DEFAULT_PROMPT_PATH",
-    "EvalItem",
-    "PromptTemplate",
-    "Call",
-    "load_items",
-    "load_prompt",
-    "option_id_for",
-    "order_seed",
-    "condition_options",
-    "shown_options",
-    "build_call",
-]
-
-DEFAULT_PROMPT_PATH = Path(__file__).resolve().parents[2] / "prompts" / "arcticabstain" / "v1.json"
+__all__ = ["EvalItem", "load_items", "option_id_for", "order_seed", "condition_options", "shown_options"]
 
 
 @dataclass(frozen=True)
@@ -56,76 +39,12 @@ class EvalItem:
     eval_set_id: str | None = None
 
 
-@dataclass(frozen=True)
-class PromptTemplate:
-    """A prompt file: system text, user template with {question} {question_context} {options}."""
-
-    version: str
-    system_text: str
-    user_template: str
-    no_context_text: str
-    abstention_option_text: str
-    letters: str
-    sha256: str
-
-    def render_user(self, item: EvalItem, options: Sequence[ShownOption]) -> str:
-        context = item.question_context if item.question_context.strip() else self.no_context_text
-        listing = "\n".join(f"{o.letter}. {o.text}" for o in options)
-        return self.user_template.format(question=item.question, question_context=context, options=listing)
-
-
-@dataclass(frozen=True)
-class Call:
-    """Everything one model call shows, and the hash of what it shows."""
-
-    item: EvalItem
-    condition: Condition
-    trial: int
-    model: str
-    eval_set: str
-    order_seed: str
-    options: tuple[ShownOption, ...]
-    system_text: str
-    user_text: str
-    prompt_version: str
-
-    @property
-    def prompt_sha256(self) -> str:
-        payload = json.dumps([self.system_text, self.user_text], ensure_ascii=False)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
-
-    @property
-    def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system_text}, {"role": "user", "content": self.user_text}]
-
-    @property
-    def cell(self) -> tuple[str, str, str, int]:
-        """(eval_set, item_id, condition, trial): what the store records once per model."""
-        return (self.eval_set, self.item.item_id, self.condition, self.trial)
-
-
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def option_id_for(text: str) -> str:
     return distractor_option_id(text)
-
-
-def load_prompt(path: Path | str | None = None) -> PromptTemplate:
-    """Read a prompt file in the ArcticQA v1 ``prompt.json`` format (default: the v1 prompt)."""
-    path = Path(path) if path is not None else DEFAULT_PROMPT_PATH
-    raw, data = read_prompt_file(path, required=("system_text", "user_template"),
-                                 placeholders=("{question}", "{question_context}", "{options}"))
-    letters = str(data.get("letters", "ABCDE"))
-    if len(letters) != 5 or len(set(letters)) != 5:
-        raise InputError("need five distinct letters", path=str(path), field="letters")
-    return PromptTemplate(
-        version=str(data.get("prompt_version") or path.stem), system_text=data["system_text"],
-        user_template=data["user_template"], no_context_text=str(data.get("no_context_text", "(none)")),
-        abstention_option_text=str(data.get("abstention_option_text", "I abstain from answering")),
-        letters=letters, sha256=hashlib.sha256(raw).hexdigest(),
-    )
 
 
 def load_items(path: Path | str) -> list[EvalItem]:
@@ -186,15 +105,3 @@ def shown_options(item: EvalItem, condition: Condition, seed: str, *, letters: s
     ordered = sorted(listed, key=lambda o: _sha(f"arcticqa-position|{seed}|{o[0]}"))
     return tuple(ShownOption(letter, kind, text, option_id)  # type: ignore[arg-type]
                  for letter, (option_id, kind, text) in zip(letters, ordered, strict=True))
-
-
-def build_call(item: EvalItem, condition: Condition, trial: int, model: str, prompt: PromptTemplate, *,
-               eval_set: str = "arcticqa") -> Call:
-    """The deterministic call for one cell of the design."""
-    set_id = item.eval_set_id or eval_set
-    seed = order_seed(set_id, item.item_id, condition, trial, model)
-    options = shown_options(item, condition, seed, letters=prompt.letters,
-                            abstain_text=prompt.abstention_option_text)
-    return Call(item=item, condition=condition, trial=trial, model=model, eval_set=set_id, order_seed=seed,
-                options=options, system_text=prompt.system_text, user_text=prompt.render_user(item, options),
-                prompt_version=prompt.version)

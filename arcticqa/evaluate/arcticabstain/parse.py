@@ -9,7 +9,6 @@ letter); it is reported as a separate sensitivity row and never replaces the str
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -29,7 +28,6 @@ __all__ = [
     "parse_lenient",
     "outcome_of",
     "score_reply",
-    "normalise_option_text",
 ]
 
 Condition = Literal["answer_present", "answer_absent"]
@@ -38,16 +36,6 @@ Parser = Literal["strict", "lenient"]
 
 CONDITIONS: tuple[Condition, ...] = ("answer_present", "answer_absent")
 OUTCOMES: tuple[str, ...] = ("N0", "N1", "N2", "N3", "N4", "N5")
-
-# One published gold answer holds a zero-width space, so option texts are matched without them.
-_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
-
-
-def normalise_option_text(text: str) -> str:
-    """An option text as compared against an item's answers: Unicode NFC, whitespace collapsed,
-    zero-width characters removed (shared by every protocol that matches option texts)."""
-    return " ".join(_ZERO_WIDTH.sub("", unicodedata.normalize("NFC", text)).split())
-
 
 CAUSE_INFRASTRUCTURE = "infrastructure_no_provider_answer"
 CAUSE_REFUSAL = "provider_safeguard_refusal"

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from arcticqa.evaluate.arcticabstain.metrics import METRIC_NAMES, OutcomeCounts, median_of
+from arcticqa.evaluate.arcticabstain.records import Disagreement, ResponseRecord, model_order
 from arcticqa.evaluate.coverage import (
     COVERAGE_FILES,
     CoverageAnalysis,
@@ -28,9 +30,7 @@ from arcticqa.evaluate.coverage import (
     coverage_files,
     from_outcome_counts,
 )
-from arcticqa.evaluate.metrics import METRIC_NAMES, OutcomeCounts, median_of
 from arcticqa.evaluate.reportio import csv_text, md_code, md_text, write_report_folder
-from arcticqa.evaluate.responses import Disagreement, ResponseRecord, model_order
 from arcticqa.evaluate.stats import (
     SignFlipResult,
     bootstrap_multiplicities,

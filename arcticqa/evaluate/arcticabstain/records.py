@@ -1,4 +1,5 @@
-"""Scored responses from any source: published ArcticQA v1 files, our store, external runs.
+"""ArcticAbstain records: scored responses from any source — a live call, our store, published
+ArcticQA v1 files, external runs.
 
 Every report is computed from :class:`ResponseRecord` rows. Reading a published file
 (``responses.csv`` or ``responses.jsonl``) re-derives each outcome from ``raw_response_text``
@@ -14,12 +15,18 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from arcticqa.config import EvalModel
 from arcticqa.errors import InputError
-from arcticqa.evaluate.outcomes import CONDITIONS, OUTCOMES, ShownOption, score_reply
+from arcticqa.evaluate.arcticabstain.items import EvalItem
+from arcticqa.evaluate.arcticabstain.parse import CONDITIONS, OUTCOMES, OptionKind, ShownOption, score_reply
+from arcticqa.evaluate.arcticabstain.prompt import Call
+from arcticqa.evaluate.external import ExternalLine
+from arcticqa.evaluate.options import normalise_option_text
+from arcticqa.llm.chat import ChatOutcome
 from arcticqa.release.jsonio import MAX_LINE_BYTES, identifier, iter_jsonl, shown
 
 __all__ = [
@@ -31,6 +38,10 @@ __all__ = [
     "check_unique_cells",
     "rederivation_disagreements",
     "model_order",
+    "store_row",
+    "ROW_COLUMNS",
+    "record_from_row",
+    "record_from_external",
 ]
 
 _LETTERS = "ABCDE"
@@ -296,3 +307,86 @@ def model_order(records: Iterable[ResponseRecord]) -> tuple[list[str], dict[str,
     for record in records:
         labels.setdefault(record.model, record.model_label)
     return list(labels), labels
+
+
+def store_row(call: Call, model: EvalModel, outcome: ChatOutcome) -> dict[str, Any]:
+    """Score one finished call and return its ``eval_response`` columns (the runner adds run id and
+    position): the shown options, the strict outcome and the lenient reading beside it."""
+    scored = score_reply(call.condition, call.options, outcome.text, failure=outcome.failure)
+    correct = next(o.letter for o in call.options
+                   if o.kind == ("gold" if call.condition == "answer_present" else "abstain"))
+    return {
+        "eval_set": call.eval_set, "model": model.label, "model_label": model.name,
+        "api_model": model.model, "item_id": call.item.item_id, "condition": call.condition,
+        "trial": call.trial, "order_seed": call.order_seed,
+        "options": [asdict(o) for o in call.options], "correct_letter": correct,
+        "prompt_version": call.prompt_version, "prompt_sha256": call.prompt_sha256,
+        "raw_response_text": outcome.text, "chosen_letter": scored.chosen_letter,
+        "chosen_kind": scored.chosen_kind, "parser": scored.parser, "lenient_letter": scored.lenient_letter,
+        "outcome": scored.outcome, "lenient_outcome": scored.lenient_outcome, "cause": scored.cause,
+        "finish_reason": outcome.finish_reason, "usage": outcome.usage, "latency_s": outcome.latency_s,
+        "attempts": outcome.attempts, "cost_usd": outcome.cost_usd(model), "error": outcome.error,
+    }
+
+
+#: the ``eval_response`` columns a report record is read from (ArcticAbstain keeps no ``details``)
+ROW_COLUMNS = ("model", "model_label", "item_id", "condition", "trial", "outcome", "lenient_outcome", "cause",
+               "raw_response_text")
+
+
+def record_from_row(row: Mapping[str, Any]) -> ResponseRecord:
+    """The report record of one store row (its :data:`ROW_COLUMNS`)."""
+    return ResponseRecord(model=row["model"], model_label=row["model_label"], item_id=row["item_id"],
+                          condition=row["condition"], trial=int(row["trial"]), outcome=row["outcome"],
+                          lenient_outcome=row["lenient_outcome"], cause=row["cause"],
+                          raw_response_text=row["raw_response_text"])
+
+
+def _kind_index(item: EvalItem, abstain_text: str) -> dict[str, OptionKind]:
+    index: dict[str, OptionKind] = {normalise_option_text(t): "distractor" for t in item.distractors}
+    index[normalise_option_text(item.gold_answer)] = "gold"
+    index[normalise_option_text(abstain_text)] = "abstain"
+    return index
+
+
+def _external_options(row: Mapping[str, Any], item: EvalItem, *, path: str, line: int) -> list[ShownOption]:
+    raw = row.get("options")
+    pairs: list[tuple[str, str, Any]] = []
+    if isinstance(raw, dict):
+        pairs = [(str(k), str(v), None) for k, v in raw.items()]
+    elif isinstance(raw, list):
+        for i, o in enumerate(raw):
+            if not isinstance(o, dict) or "letter" not in o or "text" not in o:
+                raise InputError("each option needs letter and text", path=path, line=line, field=f"options[{i}]")
+            pairs.append((str(o["letter"]), str(o["text"]), o.get("kind")))
+    else:
+        raise InputError("expected the options as shown (a list or a letter -> text object)", path=path,
+                         line=line, field="options")
+    index = _kind_index(item, "I abstain from answering")
+    options = []
+    for letter, text, given in pairs:
+        kind = given if given in ("gold", "distractor", "abstain") else index.get(normalise_option_text(text))
+        if kind is None:
+            raise InputError(f"option {letter} ({text[:60]!r}) is neither the gold answer, a distractor nor "
+                             f"the abstain option of item {item.item_id}", path=path, line=line,
+                             field="options")
+        options.append(ShownOption(letter, kind, text))
+    return options
+
+
+def record_from_external(item: EvalItem, line: ExternalLine) -> ResponseRecord:
+    """One external line: ``condition`` and the ``options`` as shown (``[{"letter", "text"[, "kind"]}]``
+    or ``{"A": text, ...}``) on top of the shared fields; each option's kind is found by matching its
+    text against the item (:func:`~arcticqa.evaluate.options.normalise_option_text`) unless given."""
+    row = line.row
+    if row.get("condition") not in CONDITIONS:
+        raise InputError(f"condition must be one of {', '.join(CONDITIONS)}", path=line.path, line=line.line,
+                         field="condition")
+    confidence = row.get("confidence")
+    if confidence is not None and not isinstance(confidence, int | float):
+        raise InputError("must be a number", path=line.path, line=line.line, field="confidence")
+    options = _external_options(row, item, path=line.path, line=line.line)
+    published = {"item_id": line.question_id, "model": line.model, "model_label": row.get("model_label"),
+                 "condition": row["condition"], "trial": row.get("trial", 1),
+                 "raw_response_text": line.raw_response_text, "finish_reason": row.get("finish_reason")}
+    return record_from_published(published, options, path=line.path, line=line.line)
