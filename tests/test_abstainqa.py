@@ -31,7 +31,8 @@ from arcticqa.evaluate.policies import parse_prompt
 from arcticqa.evaluate.records import EvalResponseRow, load_protocol_details, load_store_responses
 from arcticqa.evaluate.runner import run_protocol
 from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply
+from arcticqa.standins.replies import Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine, read_session
 
 DATA = Path(__file__).parent / "data" / "abstainqa"

@@ -15,7 +15,7 @@ from sqlmodel import select
 from arcticqa.evaluate.conditions import load_items
 from arcticqa.evaluate.policies import policy_responder
 from arcticqa.evaluate.records import EvalResponseRow
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine, read_session
 
 pytestmark = pytest.mark.slow

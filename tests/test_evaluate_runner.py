@@ -17,7 +17,8 @@ from arcticqa.evaluate.records import EvalResponseRow, load_store_responses
 from arcticqa.evaluate.report import StatsSettings, build_report
 from arcticqa.evaluate.runner import run_evaluation
 from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import Drop, FakeOpenAIServer, Fault, Reply
+from arcticqa.standins.replies import Drop, Fault, Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine, read_session
 
 FAST = StatsSettings(resamples=500, draws=500)

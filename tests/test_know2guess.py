@@ -31,7 +31,8 @@ from arcticqa.evaluate.know2guess import (
 from arcticqa.evaluate.records import load_protocol_details
 from arcticqa.evaluate.runner import run_protocol
 from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply
+from arcticqa.standins.replies import Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
 DATA = Path(__file__).parent / "data" / "know2guess"

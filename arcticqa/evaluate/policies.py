@@ -27,7 +27,7 @@ from arcticqa.evaluate.records import load_store_responses
 from arcticqa.evaluate.report import ReportPaths, StatsSettings, build_report, write_report
 from arcticqa.evaluate.runner import run_evaluation
 from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import Fault, Reply, Response
+from arcticqa.standins.replies import Fault, Reply, Response
 
 __all__ = ["REFERENCE_POLICIES", "parse_prompt", "policy_responder", "gold_map", "run_reference_policies"]
 
@@ -119,7 +119,7 @@ async def run_reference_policies(items_path: Path | str, out_dir: Path | str, *,
                                  concurrency: int = 16, settings: StatsSettings | None = None,
                                  prompt_path: Path | str = DEFAULT_PROMPT_PATH) -> ReportPaths:
     """Serve the reference policies on 127.0.0.1, run the evaluator on them, write the report."""
-    from arcticqa.llm.local_server import FakeOpenAIServer
+    from arcticqa.standins.server import FakeOpenAIServer
     from arcticqa.store.db import make_engine
 
     items = load_items(items_path)

@@ -26,7 +26,7 @@ from arcticqa.evaluate.outcomes import CONDITIONS, score_reply
 from arcticqa.evaluate.records import completed_cells, ensure_tables, insert_responses
 from arcticqa.evaluate.settings import EvalModel
 from arcticqa.llm.chat import ChatOutcome, complete_chat
-from arcticqa.llm.clients import make_async_client
+from arcticqa.llm.providers.openai import make_async_client
 
 __all__ = ["RunResult", "plan_calls", "run_evaluation", "run_model", "response_row", "ProtocolCall",
            "LiveProtocol", "run_protocol", "arcticabstain_live", "refuse_recorded_cells"]
