@@ -2,9 +2,9 @@
 
 A role in batch mode is asked exactly like a live one: instructor builds the request, parses
 and validates the answer and re-asks; the gateway caches, budgets and records every attempt. Only
-the last hop differs. The openai client of such a role sends through :class:`BatchTransport`,
+the last hop differs. The openai client of such a role sends through ``BatchTransport``,
 which does not put ``POST /chat/completions`` on the wire but queues its body in a
-:class:`BatchQueue`. Once no new request has arrived for ``batch_linger_s`` (or
+``BatchQueue`` (both in :mod:`arcticqa.llm.providers.openai_batch`). Once no new request has arrived for ``batch_linger_s`` (or
 ``batch_max_requests`` are waiting) the queue writes the JSONL batch file, uploads it
 (``POST /v1/files``), creates the job (``POST /v1/batches``), polls it, downloads the output
 and error files and answers every waiting request with its own line. Papers of a stage batch
@@ -18,6 +18,9 @@ store's ``llm_batch`` tables) before polling starts, and results when they arriv
 stops while jobs are running leaves them open; the next build polls those jobs again rather than
 sending their requests a second time, and answers any request whose exact body already has a
 stored answer without sending it at all.
+
+This module is the provider-independent half that the gateway and the store share: the job
+records and the ledger protocol (:class:`MemoryLedger` without a store).
 """
 
 from __future__ import annotations

@@ -152,7 +152,6 @@ _BATCH = re.compile(r"(?:/.*)?/batches/(?P<id>[^/]+)")
 _BATCH_CANCEL = re.compile(r"(?:/.*)?/batches/(?P<id>[^/]+)/cancel")
 
 
-
 def _route_path(raw_path: str) -> str:
     return urlsplit(raw_path).path.rstrip("/")
 
