@@ -26,7 +26,8 @@ from arcticqa.evaluate.arcticabstain.items import EvalItem
 from arcticqa.evaluate.policies import policy_responder
 from arcticqa.evaluate.runner import run_protocol
 from arcticqa.evaluate.shape import RunOptions
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.standins import server as stand_in_server
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
 
@@ -39,9 +40,7 @@ def _serve(latency: float, conn: Connection, nodelay: bool, cap: int | None = No
 
 
 def _enable_nodelay() -> None:
-    from arcticqa.llm import local_server
-
-    local_server._Handler.disable_nagle_algorithm = True  # socketserver's own switch for TCP_NODELAY
+    stand_in_server._Handler.disable_nagle_algorithm = True  # socketserver's own switch for TCP_NODELAY
 
 
 def main() -> None:
@@ -54,7 +53,7 @@ def main() -> None:
                         help="the endpoint's cap, split evenly over the models on the client side")
     parser.add_argument("--nodelay", action="store_true",
                         help="set TCP_NODELAY on the server's sockets: the proposed one-line fix to "
-                             "arcticqa/llm/local_server.py (its header and body writes otherwise meet "
+                             "arcticqa/standins/server.py (its header and body writes otherwise meet "
                              "delayed ACK, ~45 ms per call)")
     parser.add_argument("--same-process", action="store_true",
                         help="serve from this process (its threads then compete with the client for the GIL)")

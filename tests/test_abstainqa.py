@@ -27,7 +27,8 @@ from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
 from arcticqa.evaluate.policies import parse_prompt
 from arcticqa.evaluate.runner import LiveProtocol, run_protocol
 from arcticqa.evaluate.shape import RunOptions
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply
+from arcticqa.standins.replies import Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine, read_session
 from arcticqa.store.tables import EvalResponseRow
 

@@ -19,7 +19,8 @@ from arcticqa.evaluate.arcticabstain.report import StatsSettings, build_report
 from arcticqa.evaluate.policies import parse_prompt, policy_responder
 from arcticqa.evaluate.runner import run_protocol
 from arcticqa.evaluate.shape import RunOptions
-from arcticqa.llm.local_server import Drop, FakeOpenAIServer, Fault, Reply
+from arcticqa.standins.replies import Drop, Fault, Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine, read_session
 from arcticqa.store.tables import EvalResponseRow
 

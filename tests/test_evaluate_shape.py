@@ -40,7 +40,8 @@ from arcticqa.evaluate.protocols import (
     RunOptions,
 )
 from arcticqa.evaluate.runner import run_protocol
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply
+from arcticqa.standins.replies import Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 from arcticqa.store.store import migrate_engine
 

@@ -24,7 +24,8 @@ from arcticqa.evaluate.know2guess.records import Know2GuessRecord
 from arcticqa.evaluate.know2guess.report import build_know2guess_report
 from arcticqa.evaluate.runner import LiveProtocol, run_protocol
 from arcticqa.evaluate.shape import RunOptions
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply
+from arcticqa.standins.replies import Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
 DATA = Path(__file__).parent / "data" / "know2guess"

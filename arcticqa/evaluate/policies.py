@@ -29,7 +29,8 @@ from arcticqa.evaluate.arcticabstain.prompt import DEFAULT_PROMPT_PATH
 from arcticqa.evaluate.arcticabstain.report import ReportPaths, StatsSettings, build_report, write_report
 from arcticqa.evaluate.runner import run_protocol
 from arcticqa.evaluate.shape import RunOptions
-from arcticqa.llm.local_server import FakeOpenAIServer, Fault, Reply, Response
+from arcticqa.standins.replies import Fault, Reply, Response
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
 __all__ = ["REFERENCE_POLICIES", "parse_prompt", "policy_responder", "gold_map", "run_reference_policies"]

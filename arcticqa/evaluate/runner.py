@@ -26,7 +26,7 @@ from arcticqa.config import EvalModel
 from arcticqa.errors import StageError
 from arcticqa.evaluate.recorded import completed_cells, ensure_tables, insert_responses
 from arcticqa.llm.chat import ChatOutcome, complete_chat
-from arcticqa.llm.clients import make_async_client
+from arcticqa.llm.providers.openai import make_async_client
 from arcticqa.llm.ratelimit import ModelLimiter, estimate_tokens
 
 __all__ = ["RunResult", "ProtocolCall", "LiveProtocol", "run_protocol", "refuse_recorded_cells"]

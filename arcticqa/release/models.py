@@ -12,7 +12,16 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
+
+from arcticqa.evidence import SpanRef
 
 __all__ = [
     "ABSTAIN_TEXT",
@@ -82,18 +91,31 @@ class Construction(_Strict):
     generation_prompt_version: str
 
 
-class EvidenceRef(_Strict):
+class EvidenceRef(SpanRef):
     """arcticqa addition: one source span an item rests on. ``text`` only in releases built
     with ``--include-evidence`` (source licences may forbid redistribution)."""
 
-    span_id: str = Field(min_length=1)
+    # The span model as the release writes it: ``id`` is ``span_id`` on the wire (and in the
+    # constructor), ``role`` always has a value, an absent ``text`` is written as null, and the
+    # release's constraints apply. Fields keep SpanRef's order, which is the release's.
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True)
+
+    id: str = Field(alias="span_id", min_length=1)
     role: str = Field(default="finding", description="finding|context|scope|distractor")
-    section: str
     page: int = Field(ge=0)
     start: int = Field(ge=0)
     end: int = Field(ge=0)
     sha256: str = Field(pattern=_SHA256, description="SHA-256 of the span text (UTF-8)")
-    text: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a published format keeps every key, null or not
+        data: dict[str, Any] = handler(self)
+        return data
+
+    @property
+    def span_id(self) -> str:
+        return self.id
 
 
 class SourceLicense(_Strict):

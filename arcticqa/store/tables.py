@@ -13,6 +13,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from arcticqa.evidence import SpanRef
+
 __all__ = [
     "utcnow",
     "Paper",
@@ -260,6 +262,11 @@ class SpanRow(SQLModel, table=True):
     end: int
     sha256: str
     text: str
+
+    def ref(self, role: str | None = None) -> SpanRef:
+        """The stored span as the span model: the one conversion out of this table."""
+        return SpanRef(id=self.span_id, role=role, section=self.section, page=self.page, start=self.start,
+                       end=self.end, sha256=self.sha256, text=self.text)
 
 
 class FindingRow(_Evidence, table=True):

@@ -11,7 +11,8 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from arcticqa.release.audit import AuditData, AuditItem, AuditOption, AuditPaper, AuditRejection, AuditSpan
+from arcticqa.evidence import SpanRef
+from arcticqa.release.audit import AuditData, AuditItem, AuditOption, AuditPaper, AuditRejection
 from arcticqa.release.models import (
     Construction,
     Distractor,
@@ -225,8 +226,7 @@ def _candidate_items(runs: list[StageRun], rejections: list[RejectionRow], items
                                        evidence={k: v for k, v in (("span_id", c.get("evidence_span_id")),
                                                                    ("evidence", c.get("evidence")))
                                                  if v}))
-        spans = [AuditSpan(span_id=e["id"], role="finding", section=e.get("section"), page=e.get("page"),
-                           start=e.get("start"), end=e.get("end"), text=e.get("text") or texts.get(e["id"]))
+        spans = [SpanRef.model_validate({**e, "role": "finding", "text": e.get("text") or texts.get(e["id"])})
                  for e in finding.get("support", [])]
         out.append(AuditItem(
             item_id=item_id or f"{pid[:12]}:{subject}", paper_id=pid,
@@ -267,8 +267,7 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
             status = "needs_review"
         paper_rejections = [r for r in all_rejections if r.paper_id == pid and not r.subject]
         # every span a rejection cites, with its text, so the page shows what the rule read
-        spans = [AuditSpan(span_id=sid, role=r.rule_id, section=span.section, page=span.page, start=span.start,
-                           end=span.end, text=span.text)
+        spans = [span.ref(role=r.rule_id)
                  for r in paper_rejections for sid in _cited_span_ids(r.evidence)
                  if (span := cited.get(sid)) is not None]
         audit_papers.append(AuditPaper(

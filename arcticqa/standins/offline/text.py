@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arcticqa.gates.evidence import answer_in_evidence, cites_other_work
-from arcticqa.gates.numbers import Number, parse_numbers, prepare_text
+from arcticqa.gates.numbers import Number, parse_numbers, prepare_text, same_value
 from arcticqa.gates.text import content_words, language_script
 
 __all__ = [
@@ -287,8 +287,6 @@ def numeric_values(sentence: str) -> tuple[str, list[Value]]:
 
 def best_value(sentence: str, exclude: Sequence[Number] = ()) -> tuple[str, Value] | None:
     """The highest-scoring askable number of ``sentence`` (None below the threshold)."""
-    from arcticqa.gates.numbers import same_value
-
     prep, values = numeric_values(sentence)
     values = [v for v in values if not any(same_value(v.number, x) for x in exclude)]
     if not values:

@@ -20,11 +20,11 @@ from arcticqa.gates.contradiction import contradiction, evidence_supports_value,
 from arcticqa.gates.direction import antonyms, direction_terms
 from arcticqa.gates.distractors import balance_answer_rank, check_distractor, options_equivalent
 from arcticqa.gates.evidence import answer_in_evidence
-from arcticqa.gates.numbers import parse_numbers, prepare_text
+from arcticqa.gates.numbers import comparable, parse_numbers, prepare_text, same_value
 from arcticqa.gates.question import answer_leak, not_standalone, phrase_covered
 from arcticqa.gates.text import normalize_loose, words
-from arcticqa.llm.offline import offline_role
-from arcticqa.llm.offline.text import (
+from arcticqa.llm.providers.offline import OfflineRole
+from arcticqa.standins.offline.text import (
     CHANGE_VERBS,
     COMPARATIVES,
     RESULTISH,
@@ -50,6 +50,7 @@ from arcticqa.llm.offline.text import (
 )
 
 __all__ = [
+    "OFFLINE_ROLES",
     "site_extractor",
     "finding_extractor",
     "question_writer",
@@ -69,6 +70,8 @@ _FIRST_PERSON = re.compile(r"\b(?:we|our|us)\b", re.I)
 
 
 def _load_gazetteer() -> Any:
+    # geo is imported where it is used: the package loads shapely and the region polygons
+    # (~3 s), which only the site extractor needs, and importing OFFLINE_ROLES must stay cheap
     from arcticqa.geo.gazetteer import load_gazetteer
 
     return load_gazetteer()
@@ -76,7 +79,6 @@ def _load_gazetteer() -> Any:
 
 # ---- site_extractor -------------------------------------------------------------------------
 
-@offline_role("site_extractor")
 def site_extractor(variables: Mapping[str, Any], response_model: type[BaseModel]) -> BaseModel:
     """Gazetteer names plus written coordinates, each cited by the span that contains it.
 
@@ -84,7 +86,7 @@ def site_extractor(variables: Mapping[str, Any], response_model: type[BaseModel]
     stage locates it from the span (the model's coordinates are never used anyway). Sentences
     that cite other work name background places, not study sites.
     """
-    from arcticqa.geo.coordinates import parse_coordinates
+    from arcticqa.geo.coordinates import parse_coordinates  # lazily, as in _load_gazetteer
 
     gaz = _load_gazetteer()
     sites: list[dict[str, Any]] = []
@@ -167,7 +169,6 @@ def _universe_span(spans: Sequence[SpanText], members: list[str], support: SpanT
     return best
 
 
-@offline_role("finding_extractor")
 def finding_extractor(variables: Mapping[str, Any], response_model: type[BaseModel]) -> BaseModel:
     """Rank result sentences by finding cues and pick a typed answer span from each.
 
@@ -377,7 +378,6 @@ def _context(spans: Sequence[SpanText], answer: str, scope: Mapping[str, str], q
     return " ".join(parts)[:700]
 
 
-@offline_role("question_writer")
 def question_writer(variables: Mapping[str, Any], response_model: type[BaseModel]) -> BaseModel:
     """Turn the evidence sentence into a question by replacing the answer span with an interrogative.
 
@@ -467,7 +467,6 @@ def _expected(question: str) -> str:
     return "numeric"
 
 
-@offline_role("reconstructor")
 def reconstructor(variables: Mapping[str, Any], response_model: type[BaseModel]) -> BaseModel:
     """Answer blind from the spans by typed span extraction.
 
@@ -509,8 +508,6 @@ def _read_answer(expected: str, sentence: str, question: str, context: str) -> t
         return "", []
     _, value = picked
     _, values = numeric_values(sentence)
-    from arcticqa.gates.numbers import comparable, same_value
-
     alternatives = [v.text for v in values
                     if v.start != value.start and v.score > -4.0 and not any(same_value(v.number, x) for x in exclude)
                     and (v.number.unit or "") == (value.number.unit or "") and comparable(v.number, value.number)]
@@ -536,7 +533,6 @@ def _doubted(span: SpanText, sentence: str, answer: str) -> bool:
                for other in split_sentences_any(span.text) if other != sentence)
 
 
-@offline_role("verifier")
 def verifier(variables: Mapping[str, Any], response_model: type[BaseModel]) -> BaseModel:
     """Rule checks on the question, the gold answer and the blind reconstruction.
 
@@ -686,7 +682,6 @@ def _proved(option: str, answer: str, answer_type: str, spans: Sequence[SpanText
     return any(contradiction(option, s.text, answer, answer_type) is not None for s in support)
 
 
-@offline_role("distractor_writer")
 def distractor_writer(variables: Mapping[str, Any], response_model: type[BaseModel]) -> BaseModel:
     """Typed wrong options the contradiction rules can prove false, best first.
 
@@ -727,7 +722,6 @@ def distractor_writer(variables: Mapping[str, Any], response_model: type[BaseMod
 
 # ---- option_verifier ------------------------------------------------------------------------
 
-@offline_role("option_verifier")
 def option_verifier(variables: Mapping[str, Any], response_model: type[BaseModel]) -> BaseModel:
     """The deterministic contradiction rules, per cited span; what they cannot decide is rejected.
 
@@ -759,3 +753,16 @@ def _option_verdict(variables: Mapping[str, Any]) -> dict[str, Any]:
                     "reason": f"{found.rule}: {found.evidence}"}
     return {"verdict": "not_addressed", "span_ids": [],
             "reason": "no deterministic rule proves the option false (the offline provider admits only proved options)"}
+
+
+#: every build role's offline implementation, by role name; the interface layer hands this to
+#: the gateway (``Gateway(..., offline_roles=OFFLINE_ROLES)``), so ``llm/`` never imports it
+OFFLINE_ROLES: dict[str, OfflineRole] = {
+    "site_extractor": site_extractor,
+    "finding_extractor": finding_extractor,
+    "question_writer": question_writer,
+    "reconstructor": reconstructor,
+    "verifier": verifier,
+    "distractor_writer": distractor_writer,
+    "option_verifier": option_verifier,
+}
