@@ -120,7 +120,7 @@ def accept_item(*, paper: PaperRef, finding: Finding, draft: QuestionDraft, admi
         evidence_spans=[EvidenceRef.of(s) for s in finding.all_spans], distractors=distractors,
         answer_present_drops=distractors[-1].text, writer_model=writer_model,
         option_verifier_models=verifier_models, prompt_versions=prompt_versions, paper=paper,
-        language_script=script,  # type: ignore[arg-type]
+        language_script=script,
         numeric_answer=finding.answer_type == "numeric" or bool(parse_numbers(finding.answer)),
         answer_match_confidence=match_confidence,
     )
