@@ -22,9 +22,9 @@ from arcticqa.review.items import load_review_items
 from arcticqa.review.plan import SamplingRequest, extend_plan
 from arcticqa.review.report import report_for_store
 from arcticqa.store.db import write_session
-from arcticqa.store.reviews import plan_verdicts, save_plan
+from arcticqa.store.reviews import add_verdict, plan_verdicts, save_plan
 from arcticqa.store.store import Store
-from arcticqa.store.tables import ItemRow
+from arcticqa.store.tables import ItemRow, ReviewVerdict
 from arcticqa.workbench import check_bind, create_app
 from tests.review_fixtures import item_payload, make_review_store
 
@@ -249,3 +249,23 @@ def test_a_server_killed_mid_submit_leaves_no_partial_verdict(store: Store, tmp_
         proc.wait(timeout=20)
     rows = plan_verdicts(store.engine, "main")
     assert [(r.verdict, r.failure_types, len(r.note)) for r in rows] == [("reject", ["review.ambiguous"], 2000)]
+
+
+def test_release_status_follows_every_current_verdict(store: Store) -> None:
+    items = {i.key: i for i in load_review_items(store.engine)}
+    keys = sorted(k for k, i in items.items() if i.population == "accepted")[:4]
+
+    def say(key: str, reviewer: str, verdict: str) -> None:
+        add_verdict(store.engine, ReviewVerdict(plan_id="main", item_key=key, reviewer=reviewer, verdict=verdict,
+                                                failure_types=["review.other"] if verdict == "reject" else [],
+                                                content_hash=items[key].content_hash))
+
+    for key, pair in zip(keys, (("accept", "accept"), ("accept", "unsure"), ("accept", "reject"), ("reject", "accept")),
+                         strict=True):
+        say(key, "ana", pair[0])
+        say(key, "ben", pair[1])
+    say(keys[3], "ana", "accept")  # ana changes her mind: her newest row counts
+    report = report_for_store(store.engine)
+    assert report is not None
+    assert report.item_status == {keys[0]: "expert_verified", keys[2]: "expert_rejected", keys[3]: "expert_verified"}
+    assert report.rejected_items == {keys[2]: ["review.other"]}

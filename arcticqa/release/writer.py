@@ -135,12 +135,12 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
     check_folder_target(target, overwrite=overwrite, own=_OWN)
     kept, excluded = _prepare(list(items), include_evidence=include_evidence,
                               require_redistributable=require_redistributable)
-    if review is not None:
-        excluded = sorted([*excluded, *review.expert_rejected], key=lambda e: e.item_id)
     if not kept and not allow_empty:
         reason = f" ({len(excluded)} left out by require_redistributable)" if excluded else ""
         raise InputError(f"no accepted items to export{reason}: refusing to write an empty release "
                          "(finish the build with `arcticqa resume`, or pass --allow-empty)", path=str(target))
+    if review is not None:
+        excluded = sorted([*excluded, *review.expert_rejected], key=lambda e: e.item_id)
     abstain = prompt.get("abstention_option_text", ABSTAIN_TEXT)
     if not isinstance(abstain, str) or not abstain:
         raise ConfigError("prompt 'abstention_option_text' must be a non-empty string")

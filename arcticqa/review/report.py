@@ -182,18 +182,17 @@ def build_report(plan: ReviewPlan, assigned: list[ReviewAssignment], verdicts: l
                                    assigned=n_assigned.get(stratum, 0), estimate=proportion(sum(got), len(got))))
     covered = sum(size for h, size in acc_sizes.items() if errors.get(h))
     rej_obs = observed("rejected", "accept")
-    status: dict[str, str] = {}
-    rejected_items: dict[str, list[str]] = {}
-    for (key, _reviewer), v in sorted(live.items()):
+    given: dict[str, set[str]] = defaultdict(set)
+    failures: dict[str, set[str]] = defaultdict(set)
+    for (key, _reviewer), v in live.items():
         item = by_key[key]
-        if item.population != "accepted" or item.item_id is None or v.verdict == "unsure":
-            continue
-        if v.verdict == "reject":
-            status[item.item_id] = "expert_rejected"
-            rejected_items.setdefault(item.item_id, [])
-            rejected_items[item.item_id] = sorted({*rejected_items[item.item_id], *(v.failure_types or [])})
-        elif status.get(item.item_id) != "expert_rejected":
-            status[item.item_id] = "expert_verified"
+        if item.population == "accepted" and item.item_id is not None:
+            given[item.item_id].add(v.verdict)
+            failures[item.item_id] |= set(v.failure_types or []) if v.verdict == "reject" else set()
+    # any current reject rejects; only accepts verify; an unsure anywhere leaves the item as it was
+    status = {i: "expert_rejected" if "reject" in g else "expert_verified"
+              for i, g in sorted(given.items()) if "reject" in g or g == {"accept"}}
+    rejected_items = {i: sorted(failures[i]) for i, s in status.items() if s == "expert_rejected"}
     misses: Counter[tuple[str, str]] = Counter()
     for key, v in usable.items():
         item = by_key[key]
