@@ -269,3 +269,10 @@ def test_release_status_follows_every_current_verdict(store: Store) -> None:
     assert report is not None
     assert report.item_status == {keys[0]: "expert_verified", keys[2]: "expert_rejected", keys[3]: "expert_verified"}
     assert report.rejected_items == {keys[2]: ["review.other"]}
+
+
+def test_a_loopback_server_answers_only_to_loopback_host_names(store: Store) -> None:
+    app = create_app(store.engine, reviewer="ana", allowed_hosts=["127.0.0.1", "localhost", "[::1]"])
+    assert TestClient(app, base_url="http://127.0.0.1:8765").get("/item/1").status_code == 200
+    # a rebinding attack reaches 127.0.0.1 with the attacker's name in the Host header
+    assert TestClient(app, base_url="http://attacker.example:8765").get("/item/1").status_code == 400

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.trustedhost import TrustedHostMiddleware
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -132,13 +133,17 @@ def _csrf_ok(request: Request, form: dict[str, list[str]]) -> bool:
 
 
 def create_app(engine: Engine, *, plan_id: str = "main", reviewer: str | None = None, token: str | None = None,
-               blind: bool = True) -> FastAPI:
+               blind: bool = True, allowed_hosts: list[str] | None = None) -> FastAPI:
     """The workbench for one plan of the store behind ``engine``. ``reviewer`` fixes the identity
     (else the first page asks); ``token`` makes every request need it; ``blind`` hides the machine's
-    verdicts and rule labels on an item until the reviewer has answered it."""
+    verdicts and rule labels on an item until the reviewer has answered it; ``allowed_hosts`` (the
+    Host header names to answer) keeps a page on another site from reaching a loopback server
+    through DNS rebinding."""
     wb = _Workbench(engine, plan_id, reviewer, token, blind)
     app = FastAPI(title="arcticqa review workbench", docs_url=None, redoc_url=None, openapi_url=None)
     app.mount("/static", StaticFiles(directory=_STATIC), name="static")
+    if allowed_hosts:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -247,5 +252,7 @@ def serve(engine: Engine, *, host: str = "127.0.0.1", port: int = 8765, plan_id:
     import uvicorn
 
     check_bind(host, token)
-    app = create_app(engine, plan_id=plan_id, reviewer=reviewer, token=token, blind=blind)
+    # without a token, answer only to the names of this machine (and the address given)
+    names = None if token else sorted({host, "127.0.0.1", "localhost", "[::1]"})
+    app = create_app(engine, plan_id=plan_id, reviewer=reviewer, token=token, blind=blind, allowed_hosts=names)
     uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False, proxy_headers=False)
