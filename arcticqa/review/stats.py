@@ -18,6 +18,7 @@ import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 
+import krippendorff
 import numpy as np
 from pydantic import BaseModel
 
@@ -127,8 +128,6 @@ def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
 def krippendorff_alpha(ratings: Mapping[str, Mapping[str, Hashable]]) -> float | None:
     """Nominal Krippendorff's alpha; ``ratings``: reviewer -> unit -> category. None when fewer
     than two ratings share a unit or all ratings are one category (alpha is undefined)."""
-    import krippendorff
-
     units = sorted({u for by_unit in ratings.values() for u in by_unit})
     categories = sorted({c for by_unit in ratings.values() for c in by_unit.values()}, key=str)
     if len(categories) < 2:
