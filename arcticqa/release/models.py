@@ -25,6 +25,7 @@ from arcticqa.evidence import SpanRef
 
 __all__ = [
     "ABSTAIN_TEXT",
+    "ReviewSummary",
     "FUNNEL_STEPS",
     "ItemStatus",
     "LanguageScript",
@@ -272,6 +273,29 @@ class ExcludedItem(_Strict):
     responses_planned: int | None = None
     responses_by_model: dict[str, int] | None = None
     in_released_responses: bool | None = None
+
+
+class ReviewSummary(_Strict):
+    """What an expert review measured, for the release card (``arcticqa review``; docs/review.md).
+
+    ``expert_rejected`` are the accepted items a reviewer rejected: left out of the release and
+    listed in ``excluded-items.json``."""
+
+    plan_id: str
+    reviewed: int
+    errors: int
+    residual_error: float
+    low: float
+    high: float
+    coverage: float
+    sampled: int
+    population: int
+    seed: int
+    double_share: float
+    expert_verified: int
+    reviewers_named: list[str] = Field(default_factory=list)
+    reviewers_unnamed: int = 0
+    expert_rejected: list[ExcludedItem] = Field(default_factory=list)
 
 
 class Manifest(_Strict):

@@ -37,6 +37,9 @@ __all__ = [
     "DistractorCandidateRow",
     "OptionCheckRow",
     "ItemRow",
+    "ReviewPlan",
+    "ReviewAssignment",
+    "ReviewVerdict",
     "EVIDENCE_TABLES",
     "EvalResponseRow",
 ]
@@ -305,6 +308,57 @@ class ItemRow(_Evidence, table=True):
     status: str = "machine_accepted_unverified"
     family_id: str | None = None
     payload: dict[str, Any] | None = _json()
+
+
+class ReviewPlan(SQLModel, table=True):
+    """A seeded expert-review plan (``arcticqa review sample``). Extending it adds assignments;
+    ``strata`` keeps each stratum's population size so estimates are weighted correctly."""
+
+    __tablename__ = "review_plan"
+    id: str = Field(primary_key=True)
+    seed: int
+    double_share: float = 0.2
+    reviewers: list[str] | None = _json()
+    #: population ("accepted"/"rejected") -> stratum -> items in it when the plan was last extended
+    strata: dict[str, Any] | None = _json()
+    #: the sampling settings (target half-width, sizes, confidence) as given
+    params: dict[str, Any] | None = _json()
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewAssignment(SQLModel, table=True):
+    """One sampled item given to one reviewer; slot 1 is the primary review, slot 2 the second
+    (agreement) review. Rows are only ever added, so extending a plan never reshuffles it."""
+
+    __tablename__ = "review_assignment"
+    __table_args__ = (UniqueConstraint("plan_id", "item_key", "slot"),)
+    id: int | None = Field(default=None, primary_key=True)
+    plan_id: str = Field(foreign_key="review_plan.id", index=True)
+    item_key: str = Field(index=True)
+    population: str
+    stratum: str
+    reviewer: str = Field(index=True)
+    slot: int = 1
+    position: int = 0
+    content_hash: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewVerdict(SQLModel, table=True):
+    """A reviewer's verdict on an item, append-only: a newer row supersedes an older one of the
+    same reviewer, and a row whose ``content_hash`` differs from the item's current one is stale."""
+
+    __tablename__ = "review_verdict"
+    id: int | None = Field(default=None, primary_key=True)
+    plan_id: str = Field(foreign_key="review_plan.id", index=True)
+    item_key: str = Field(index=True)
+    reviewer: str = Field(index=True)
+    verdict: str
+    failure_types: list[str] | None = _json()
+    note: str = ""
+    content_hash: str
+    created_at: datetime = Field(default_factory=utcnow)
 
 
 #: stage name → the evidence table its results are written to
