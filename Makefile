@@ -24,6 +24,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check arcticqa flows tests bench
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy arcticqa flows

@@ -14,7 +14,7 @@ import os
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -34,6 +34,8 @@ __all__ = [
     "BuildSettings",
     "DiscoverySettings",
     "PolicyFiles",
+    "EvalModel",
+    "EvaluateSettings",
     "Settings",
     "load_settings",
     "read_toml",
@@ -77,6 +79,9 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
             continue
         field = model.model_fields.get(part) if isinstance(part, str) else None
         annotation = field.annotation if field is not None else None
+        if get_origin(annotation) is list and parts and isinstance(parts[0], int):
+            parts.pop(0)  # an entry of a list of sections, e.g. [[evaluate.models]]
+            annotation = get_args(annotation)[0]
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             return []
         model = annotation
@@ -214,6 +219,56 @@ class PolicyFiles(_Section):
     eligibility: Path | None = None  # None: data/policies/eligibility.toml
 
 
+class EvalModel(ModelConfig):
+    """A model under evaluation (``[[evaluate.models]]``): how to reach it, plus its id in the design.
+    Pacing is the build's: ``requests_per_minute`` / ``tokens_per_minute`` (one unit everywhere)."""
+
+    label: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._:@/+-]+$")
+    display_name: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_requests_per_second(cls, data: Any) -> Any:
+        # the evaluator's own per-second pacing key before the evaluator shared ModelConfig's
+        if isinstance(data, dict) and "requests_per_second" in data:
+            rps = data["requests_per_second"]
+            hint = f" = {rps * 60:g}" if isinstance(rps, int | float) and not isinstance(rps, bool) else ""
+            raise ValueError(f"requests_per_second was replaced by requests_per_minute (the build's unit); "
+                             f"write requests_per_minute{hint}")
+        return data
+
+    @property
+    def name(self) -> str:
+        return self.display_name or self.label
+
+
+class EvaluateSettings(_Section):
+    """The evaluator (``[evaluate]``; docs/evaluation.md). Relative ``items`` and ``prompt`` paths
+    are resolved against the config file's folder by :meth:`resolved`."""
+
+    trials: int = Field(3, ge=1)
+    eval_set: str = "arcticqa"
+    items: Path | None = None
+    prompt: Path | None = None
+    db_url: str = "sqlite:///arcticqa-eval.db"
+    models: list[EvalModel] = Field(default_factory=list)
+
+    @field_validator("models")
+    @classmethod
+    def _unique_labels(cls, models: list[EvalModel]) -> list[EvalModel]:
+        labels = [m.label for m in models]
+        duplicates = sorted({x for x in labels if labels.count(x) > 1})
+        if duplicates:
+            raise ValueError(f"model labels must be unique; repeated: {', '.join(duplicates)}")
+        return models
+
+    def resolved(self, config_file: Path | str) -> EvaluateSettings:
+        """These settings with relative ``items``/``prompt`` made absolute against ``config_file``'s folder."""
+        base = Path(config_file).resolve().parent
+        return self.model_copy(update={name: base / value for name in ("items", "prompt")
+                                       if (value := getattr(self, name)) is not None and not value.is_absolute()})
+
+
 def _default_models() -> dict[str, ModelConfig]:
     return {"offline": ModelConfig(provider="offline", model="offline-baseline", api_key_env=None)}
 
@@ -239,6 +294,7 @@ class Settings(BaseSettings):
     env_file: Path | None = None
     models: dict[str, ModelConfig] = Field(default_factory=_default_models)
     roles: dict[str, str] = Field(default_factory=_default_roles)
+    evaluate: EvaluateSettings = Field(default_factory=EvaluateSettings)
 
     _toml_path: ClassVar[Path | None] = None
 
@@ -316,7 +372,8 @@ class Settings(BaseSettings):
 
     def fingerprint(self) -> str:
         """A hash of the settings that change outputs (recorded in manifests)."""
-        payload = self.model_dump(mode="json", exclude={"store", "env_file"})
+        # [evaluate] configures the evaluator, which reads releases: it changes no build output
+        payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate"})
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

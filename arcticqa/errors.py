@@ -16,6 +16,8 @@ real base class, and that every public exception class of ``arcticqa`` is define
     ├── LLMError                      exit 1
     │   ├── LLMTransportError
     │   ├── LLMOutputError
+    │   ├── LLMAuthError
+    │   ├── LLMRequestError
     │   └── BudgetExceeded
     ├── StageError                    exit 1
     │   ├── UnknownSpanError
@@ -42,6 +44,8 @@ __all__ = [
     "LLMError",
     "LLMTransportError",
     "LLMOutputError",
+    "LLMAuthError",
+    "LLMRequestError",
     "BudgetExceeded",
     "StageError",
     "UnknownSpanError",
@@ -106,6 +110,14 @@ class LLMTransportError(LLMError):
 
 class LLMOutputError(LLMError):
     """The endpoint answered, but the output could not be validated (after bounded re-asks)."""
+
+
+class LLMAuthError(LLMError):
+    """The endpoint refused the credentials (HTTP 401/403): asking again cannot help."""
+
+
+class LLMRequestError(LLMError):
+    """The endpoint refused the request itself (HTTP 400/404/422: unknown model, bad parameter)."""
 
 
 class BudgetExceeded(LLMError):

@@ -12,13 +12,14 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from arcticqa.errors import UnknownSpanError
 
 __all__ = [
     "Section",
     "Span",
+    "SpanRef",
     "Chunk",
     "Document",
     "span_id_for",
@@ -68,6 +69,46 @@ class Span(BaseModel):
     text: str
     sha256: str
     is_caption: bool = False
+
+    def ref(self, role: str | None = None) -> SpanRef:
+        """This span as a reference, text included."""
+        return SpanRef(id=self.id, role=role, section=self.section, page=self.page, start=self.start,
+                       end=self.end, sha256=self.sha256, text=self.text)
+
+
+class SpanRef(BaseModel):
+    """A reference to one span of one document: the one shape in which findings, accepted items,
+    releases and the audit page cite evidence.
+
+    ``sha256`` is the hash of the span text, so a reference can be checked against the document
+    it names. ``text`` is carried where the span is quoted (findings; releases built with
+    ``--include-evidence``; the audit page) and left out where it is not (accepted items);
+    ``role`` says why an item or a rule cites the span (``finding``, a rule id, ...). Unset
+    ``role`` and ``text`` are left out of a dump, so stored findings and items keep the exact
+    JSON they had before this model replaced their own span shapes (their memo hashes too).
+    The release format is :class:`arcticqa.release.models.EvidenceRef`, a subclass that names
+    ``id`` ``span_id`` on the wire; the store's table is ``SpanRow`` (``SpanRow.ref()``).
+    """
+
+    id: str
+    role: str | None = None
+    section: str
+    page: int
+    start: int
+    end: int
+    sha256: str
+    text: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in ("role", "text"):
+            if data.get(key, "") is None:
+                del data[key]
+        return data
+
+    def without_text(self) -> SpanRef:
+        return self.model_copy(update={"text": None})
 
 
 class Chunk(BaseModel):

@@ -1,6 +1,6 @@
 """Generated papers and a prompt-reading stand-in model for the pipeline benchmarks.
 
-``make_corpus(dir, n)`` renders ``n`` distinct fixture PDFs (``arcticqa.demo.synthetic``), each
+``make_corpus(dir, n)`` renders ``n`` distinct fixture PDFs (``arcticqa.standins.synthetic``), each
 naming its own mooring, so no two papers produce the same prompt (identical prompts would be
 answered from the gateway's cache and flatter the numbers). :class:`ScriptedModel` answers every
 build role by reading the prompt the gateway sent, like a real model would.
@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from arcticqa.demo.synthetic import ScriptedModel, mooring_paper, stand_in_config, write_corpus
+from arcticqa.standins.scripted import ScriptedModel
+from arcticqa.standins.synthetic import mooring_paper, stand_in_config, write_corpus
 from arcticqa.text.render import PaperSource
 
 __all__ = ["SITES", "make_corpus", "ScriptedModel", "write_config"]

@@ -20,12 +20,14 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from arcticqa.evaluate.conditions import EvalItem
+from arcticqa.config import EvalModel
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.arcticabstain.items import EvalItem
 from arcticqa.evaluate.policies import policy_responder
-from arcticqa.evaluate.records import load_store_responses
-from arcticqa.evaluate.runner import run_evaluation
-from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.evaluate.runner import run_protocol
+from arcticqa.evaluate.shape import RunOptions
+from arcticqa.standins import server as stand_in_server
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
 
@@ -38,9 +40,7 @@ def _serve(latency: float, conn: Connection, nodelay: bool, cap: int | None = No
 
 
 def _enable_nodelay() -> None:
-    from arcticqa.llm import local_server
-
-    local_server._Handler.disable_nagle_algorithm = True  # socketserver's own switch for TCP_NODELAY
+    stand_in_server._Handler.disable_nagle_algorithm = True  # socketserver's own switch for TCP_NODELAY
 
 
 def main() -> None:
@@ -53,7 +53,7 @@ def main() -> None:
                         help="the endpoint's cap, split evenly over the models on the client side")
     parser.add_argument("--nodelay", action="store_true",
                         help="set TCP_NODELAY on the server's sockets: the proposed one-line fix to "
-                             "arcticqa/llm/local_server.py (its header and body writes otherwise meet "
+                             "arcticqa/standins/server.py (its header and body writes otherwise meet "
                              "delayed ACK, ~45 ms per call)")
     parser.add_argument("--same-process", action="store_true",
                         help="serve from this process (its threads then compete with the client for the GIL)")
@@ -83,9 +83,10 @@ def main() -> None:
         models = [EvalModel(label=f"random-{m}", model="random", base_url=base_url, api_key_env=None,
                             max_concurrency=per_model, timeout_s=60.0) for m in range(args.models)]
         started = time.perf_counter()
-        result = asyncio.run(run_evaluation(items, models, engine, trials=args.trials))
+        live = ARCTICABSTAIN.live(RunOptions(trials=args.trials), items=items)
+        result = asyncio.run(run_protocol(live, models, engine))
         elapsed = time.perf_counter() - started
-        stored = len(load_store_responses(engine))
+        stored = len(ARCTICABSTAIN.records_from_store(engine))
     rate = calls / elapsed
     where = "same process" if args.same_process else "separate process"
     print(f"\n== 3. evaluator: {args.models} models x {args.items} questions x 2 conditions x {args.trials} "

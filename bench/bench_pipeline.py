@@ -78,7 +78,7 @@ class ServerView:
 
 
 def _serve(latency: float, cap: int | None, conn: Connection) -> None:
-    from arcticqa.llm.local_server import FakeOpenAIServer
+    from arcticqa.standins.server import FakeOpenAIServer
 
     model = ScriptedModel()
     answered: list[float] = []

@@ -1,6 +1,6 @@
 """Benchmark: all ArcticAbstain tables for 8 models x 194 questions x 2 conditions x 3 trials.
 
-Compares the numpy implementation (arcticqa.evaluate.report.build_report) with a straightforward
+Compares the numpy implementation (arcticqa.evaluate.arcticabstain.report.build_report) with a straightforward
 pure-Python run of the same published procedure (random.Random(7) draws, per-resample sums), and
 checks that both give identical numbers. The published script takes ~15 s; the target is <= 1 s.
 
@@ -15,8 +15,8 @@ import random
 import time
 
 from arcticqa.evaluate import stats
-from arcticqa.evaluate.report import StatsSettings, build_report
-from arcticqa.evaluate.responses import ResponseRecord
+from arcticqa.evaluate.arcticabstain.records import ResponseRecord
+from arcticqa.evaluate.arcticabstain.report import StatsSettings, build_report
 
 PUBLISHED_SCRIPT_S = 15.0
 TARGET_S = 1.0

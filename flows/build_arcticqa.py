@@ -142,7 +142,7 @@ async def _build(config: str | None, resume: bool, retry_rejected: list[str] | N
 
 def dask_task_runner(settings: Settings) -> Any:
     """prefect-dask's DaskTaskRunner: the configured scheduler, or a LocalCluster of processes."""
-    from prefect_dask import DaskTaskRunner
+    from prefect_dask.task_runners import DaskTaskRunner
 
     build = settings.build
     if build.dask_address:

@@ -1,20 +1,27 @@
-"""Prefect flow ``evaluate-arcticabstain``: the ArcticAbstain runner with one task per model.
+"""Prefect flow ``evaluate-arcticabstain``: the one evaluator runner with one task per model.
 
 Coarse on purpose: a Prefect task run costs ~35-40 ms of server CPU, so a task wraps a whole
-model's calls (:func:`arcticqa.evaluate.runner.run_model`), never one call. The models run
-concurrently; a final task writes the report when ``out_dir`` is given. The CLI's
+model's calls (:func:`arcticqa.evaluate.runner.run_protocol` over one model), never one call. The
+models run concurrently; a final task writes the report when ``out_dir`` is given. The CLI's
 ``arcticqa evaluate run`` runs the same runner without Prefect.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 
+from arcticqa.config import EvalModel, load_settings
 from arcticqa.errors import ConfigError
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.recorded import ensure_tables
+from arcticqa.evaluate.runner import refuse_recorded_cells, run_protocol
+from arcticqa.evaluate.shape import ReportOptions, RunOptions
+from arcticqa.store.db import make_engine
 
 __all__ = ["evaluate_arcticabstain", "evaluate_model", "write_evaluation_report"]
 
@@ -23,14 +30,10 @@ __all__ = ["evaluate_arcticabstain", "evaluate_model", "write_evaluation_report"
 async def evaluate_model(items_path: str, model: dict[str, Any], *, db_url: str, trials: int, eval_set: str,
                          prompt_path: str | None, resume: bool, run_id: str, position: int = 0) -> dict[str, Any]:
     """Every call of one model (no task retries: the protocol forbids asking a cell again)."""
-    from arcticqa.evaluate.conditions import load_items, load_prompt
-    from arcticqa.evaluate.runner import run_model
-    from arcticqa.evaluate.settings import EvalModel
-    from arcticqa.store.db import make_engine
-
-    result = await run_model(load_items(items_path), EvalModel(**model), make_engine(db_url), trials=trials,
-                             prompt=load_prompt(prompt_path), eval_set=eval_set, resume=resume, run_id=run_id,
-                             position=position)
+    options = RunOptions(items=Path(items_path), trials=trials, eval_set=eval_set,
+                         prompt=Path(prompt_path) if prompt_path else None)
+    result = await run_protocol(ARCTICABSTAIN.live(options), [EvalModel(**model)], make_engine(db_url),
+                                resume=resume, run_id=run_id, first_position=position)
     return {"model": model["label"], "planned": result.planned, "skipped": result.skipped,
             "recorded": result.recorded, "elapsed_s": result.elapsed_s,
             "outcomes": dict(result.outcomes.get(model["label"], {}))}
@@ -38,13 +41,9 @@ async def evaluate_model(items_path: str, model: dict[str, Any], *, db_url: str,
 
 @task(name="write-evaluation-report")
 def write_evaluation_report(db_url: str, out_dir: str, models: list[str]) -> str:
-    from arcticqa.evaluate.records import load_store_responses
-    from arcticqa.evaluate.report import build_report, write_report
-    from arcticqa.store.db import make_engine
-
-    records = load_store_responses(make_engine(db_url), models=models)
-    report = build_report(records, source=db_url, models=models)
-    return str(write_report(report, Path(out_dir)).out_dir)
+    summary = ARCTICABSTAIN.report_from_store(make_engine(db_url), Path(out_dir), ReportOptions(), source=db_url,
+                                              models=models, in_given_order=True)
+    return str(summary.out_dir)
 
 
 @flow(name="evaluate-arcticabstain")
@@ -52,15 +51,7 @@ async def evaluate_arcticabstain(config_path: str, items_path: str | None = None
                                  trials: int | None = None, resume: bool = False,
                                  out_dir: str | None = None) -> dict[str, Any]:
     """Run every ``[[evaluate.models]]`` entry of ``config_path`` on the items; optionally report."""
-    import uuid
-
-    from arcticqa.evaluate.conditions import load_items, load_prompt
-    from arcticqa.evaluate.records import ensure_tables
-    from arcticqa.evaluate.runner import arcticabstain_live, refuse_recorded_cells
-    from arcticqa.evaluate.settings import load_evaluate_settings
-    from arcticqa.store.db import make_engine
-
-    settings = load_evaluate_settings(config_path)
+    settings = load_settings(config_path).evaluate.resolved(config_path)
     items_file = items_path or (str(settings.items) if settings.items else None)
     if items_file is None:
         raise ConfigError("give items_path or set [evaluate] items")
@@ -72,8 +63,8 @@ async def evaluate_arcticabstain(config_path: str, items_path: str | None = None
     ensure_tables(engine)
     if not resume:
         # Check every model before any task starts, so a refused run sends nothing.
-        live = arcticabstain_live(load_items(items_file), load_prompt(settings.prompt), trials=n_trials,
-                                  eval_set=settings.eval_set)
+        live = ARCTICABSTAIN.live(RunOptions(items=Path(items_file), trials=n_trials, eval_set=settings.eval_set,
+                                             prompt=settings.prompt))
         refuse_recorded_cells(engine, {m.label: live.plan(m) for m in settings.models}, protocol=live.name)
     run_id = uuid.uuid4().hex[:12]
     results = await asyncio.gather(*(

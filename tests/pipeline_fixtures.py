@@ -22,16 +22,10 @@ from typing import Any
 import pytest
 
 from arcticqa.config import Settings, load_settings
-from arcticqa.demo.synthetic import (
-    ScriptedModel,
-    mooring_paper,
-    prompt_spans,
-    results_finding,
-    stand_in_config,
-    write_corpus,
-)
 from arcticqa.pipeline.build import run_build
 from arcticqa.pipeline.runner import open_build_context
+from arcticqa.standins.scripted import ScriptedModel, prompt_spans, results_finding
+from arcticqa.standins.synthetic import mooring_paper, stand_in_config, write_corpus
 from arcticqa.text.render import PaperSource
 
 __all__ = ["SITES", "MORE_SITES", "make_corpus", "ScriptedModel", "write_config", "build_in_process",

@@ -14,28 +14,31 @@ from sqlmodel import select
 from typer.testing import CliRunner
 
 from arcticqa.cli.app import app
+from arcticqa.config import EvalModel
 from arcticqa.errors import InputError, StageError
-from arcticqa.evaluate.abstainqa import (
-    IDK_TEXT,
-    AbstainQAItem,
-    AbstainQARecord,
-    ConfusionCounts,
-    build_abstainqa_report,
-    live_protocol,
-    load_abstainqa_items,
-    load_abstainqa_prompt,
-    parse_reply,
-    score_abstainqa,
-)
+from arcticqa.evaluate.abstainqa import ABSTAINQA
+from arcticqa.evaluate.abstainqa.items import IDK_TEXT, AbstainQAItem, load_abstainqa_items
+from arcticqa.evaluate.abstainqa.metrics import ConfusionCounts
+from arcticqa.evaluate.abstainqa.parse import parse_reply, score_abstainqa
+from arcticqa.evaluate.abstainqa.prompt import AbstainQAPrompt, load_abstainqa_prompt
+from arcticqa.evaluate.abstainqa.records import AbstainQARecord
+from arcticqa.evaluate.abstainqa.report import build_abstainqa_report
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
 from arcticqa.evaluate.policies import parse_prompt
-from arcticqa.evaluate.records import EvalResponseRow, load_protocol_details, load_store_responses
-from arcticqa.evaluate.runner import run_protocol
-from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply
+from arcticqa.evaluate.runner import LiveProtocol, run_protocol
+from arcticqa.evaluate.shape import RunOptions
+from arcticqa.standins.replies import Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine, read_session
+from arcticqa.store.tables import EvalResponseRow
 
 DATA = Path(__file__).parent / "data" / "abstainqa"
 runner = CliRunner()
+
+
+def _live(items: list[AbstainQAItem], prompts: list[AbstainQAPrompt], **options: Any) -> LiveProtocol:
+    """The protocol object's live plan for these in-memory items and prompt variants."""
+    return ABSTAINQA.live(RunOptions(variants=tuple(p.variant for p in prompts), **options), items=items)
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -215,10 +218,10 @@ def test_scripted_policies_give_known_results(tmp_path: Path) -> None:
     prompts = [load_abstainqa_prompt("standard"), load_abstainqa_prompt("extreme_abstain")]
     engine = make_engine(f"sqlite:///{tmp_path / 'e.db'}")
     with FakeOpenAIServer(_responder(_gold(items))) as server:
-        result = asyncio.run(run_protocol(live_protocol(items, prompts, trials=2),
+        result = asyncio.run(run_protocol(_live(items, prompts, trials=2),
                                           [_model(p, server.base_url) for p in POLICIES], engine))
     assert result.recorded == len(POLICIES) * 16 * 2 * 2
-    records = [AbstainQARecord.from_details(d) for d in load_protocol_details(engine, "abstainqa")]
+    records = ABSTAINQA.records_from_store(engine)
     report = build_abstainqa_report(records)
     by = {(g.model, g.variant): g.strict for g in report.groups}
     assert len(by) == len(POLICIES) * 2
@@ -248,16 +251,16 @@ def test_scripted_policies_give_known_results(tmp_path: Path) -> None:
     assert {r.prompt_version for r in rows} == {"abstainqa-standard-v1", "abstainqa-extreme_abstain-v1"}
     assert all(len(r.prompt_sha256) == 64 and r.options and r.options[-1]["text"] == IDK_TEXT for r in rows)
     # The ArcticAbstain readers never see another protocol's rows.
-    assert load_store_responses(engine) == []
+    assert ARCTICABSTAIN.records_from_store(engine) == []
 
 
 def test_resume_and_refusal_to_rerun(tmp_path: Path) -> None:
     items = load_abstainqa_items(DATA / "items.jsonl")
     engine = make_engine(f"sqlite:///{tmp_path / 'e.db'}")
-    live = live_protocol(items, [load_abstainqa_prompt("abstain")])
+    live = _live(items, [load_abstainqa_prompt("abstain")])
     with FakeOpenAIServer(_responder(_gold(items))) as server:
         model = _model("always-abstain", server.base_url)
-        asyncio.run(run_protocol(live_protocol(items[:3], [load_abstainqa_prompt("abstain")]), [model], engine))
+        asyncio.run(run_protocol(_live(items[:3], [load_abstainqa_prompt("abstain")]), [model], engine))
         with pytest.raises(StageError, match="--resume"):
             asyncio.run(run_protocol(live, [model], engine))
         sent = len(server.requests)
@@ -269,9 +272,9 @@ def test_verbal_confidence_thresholds_live(tmp_path: Path) -> None:
     items = load_abstainqa_items(DATA / "items.jsonl")
     engine = make_engine(f"sqlite:///{tmp_path / 'e.db'}")
     with FakeOpenAIServer(_responder(_gold(items))) as server:
-        asyncio.run(run_protocol(live_protocol(items, [load_abstainqa_prompt("standard")], verbal_confidence=True),
+        asyncio.run(run_protocol(_live(items, [load_abstainqa_prompt("standard")], verbal_confidence=True),
                                  [_model("confident-when-right", server.base_url)], engine))
-    records = [AbstainQARecord.from_details(d) for d in load_protocol_details(engine, "abstainqa")]
+    records = ABSTAINQA.records_from_store(engine)
     assert {r.variant for r in records} == {"standard+confidence"}
     group = build_abstainqa_report(records).groups[0]
     assert group.has_confidence

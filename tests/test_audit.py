@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from arcticqa.evidence import SpanRef, sha256_text
 from arcticqa.release.audit import (
     AuditData,
     AuditItem,
     AuditOption,
     AuditPaper,
     AuditRejection,
-    AuditSpan,
     render_audit_html,
     safe_json_for_script,
 )
@@ -40,13 +40,14 @@ def _audit() -> AuditData:
         release_id="test-release", funnel=make_funnel(), rejections=[rej, opt_rej],
         papers=[AuditPaper(paper_id="p1", title=EVIL_TITLE, doi="10.1/x", year=2019, status="rejected",
                            stage="eligibility", rejections=[rej],
-                           evidence_spans=[AuditSpan(span_id="sp-1", section="methods", page=2,
-                                                     start=0, end=10, text=EVIL_SPAN)]),
+                           evidence_spans=[SpanRef(id="sp-1", section="methods", page=2, start=0, end=10,
+                                                   sha256=sha256_text(EVIL_SPAN), text=EVIL_SPAN)]),
                 AuditPaper(paper_id="p2", title="Fram Strait ice", status="accepted", item_ids=["i1"])],
         items=[AuditItem(item_id="i1", paper_id="p2", status="accepted", question=EVIL_QUESTION,
                          question_context="S1 is a drifting station.", gold_answer="a decrease of 11 cm",
                          reconstruction="decrease of about 11 cm",
-                         evidence_spans=[AuditSpan(span_id="sp-2", text=EVIL_SPAN)],
+                         evidence_spans=[SpanRef(id="sp-2", section="results", page=1, start=0, end=len(EVIL_SPAN),
+                                                 sha256=sha256_text(EVIL_SPAN), text=EVIL_SPAN)],
                          options=[AuditOption(kind="gold", text="a decrease of 11 cm", verdict="admitted"),
                                   AuditOption(rank=2, text="a decrease of 11.2 cm", verdict="rejected",
                                               rule_id="distractor.within_tolerance", message="too close")],

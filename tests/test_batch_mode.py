@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from arcticqa.config import load_settings
-from arcticqa.llm.local_server import FakeOpenAIServer, Fault
+from arcticqa.standins.replies import Fault
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.store import Store
 from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 

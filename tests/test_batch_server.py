@@ -14,8 +14,8 @@ import pytest
 from openai.types import Batch
 from openai.types.chat import ChatCompletion
 
-from arcticqa.llm.local_server import Response
-from tests.fakes.openai_server import Drop, FakeOpenAIServer, Fault, Hang, Reply, by_role
+from arcticqa.standins.replies import Drop, Fault, Hang, Reply, Response, by_role
+from arcticqa.standins.server import FakeOpenAIServer
 
 TERMINAL = {"completed", "failed", "expired", "cancelled"}
 

@@ -13,9 +13,9 @@ from pydantic import BaseModel
 from arcticqa.config import ModelConfig, Settings, load_settings
 from arcticqa.errors import BudgetExceeded
 from arcticqa.llm.gateway import Budget, Gateway, paper_scope
-from arcticqa.llm.local_server import Fault, Reply
+from arcticqa.standins.replies import Fault, Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.store import Store
-from tests.fakes.openai_server import FakeOpenAIServer
 from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 
 

@@ -21,7 +21,7 @@ import pytest
 from sqlmodel import select
 
 from arcticqa.config import load_settings
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
 from arcticqa.store.tables import (

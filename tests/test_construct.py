@@ -15,10 +15,11 @@ import pytest
 from arcticqa.config import ROLES, ModelConfig, Settings
 from arcticqa.evidence import Document, Section, Span, sha256_text, span_id_for
 from arcticqa.llm.gateway import Gateway
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply, by_role, json_reply
 from arcticqa.papers import PaperRecord
 from arcticqa.stages.construct import ConstructionOptions, ConstructionResult, construct_items
 from arcticqa.stages.reconstruct import reconstructor_variables
+from arcticqa.standins.replies import Reply, by_role, json_reply
+from arcticqa.standins.server import FakeOpenAIServer
 
 # ---- a small paper --------------------------------------------------------------------------
 

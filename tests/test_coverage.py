@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from arcticqa.evaluate.arcticabstain.records import ResponseRecord
+from arcticqa.evaluate.arcticabstain.report import StatsSettings, build_report, write_report
 from arcticqa.evaluate.coverage import SelectiveRecord, analyse_coverage, coverage_files, from_outcome_counts
-from arcticqa.evaluate.report import StatsSettings, build_report, write_report
-from arcticqa.evaluate.responses import ResponseRecord
 
 
 def _r(model: str, answered: bool, correct: bool, conf: float | None = None, variant: str = "v") -> SelectiveRecord:

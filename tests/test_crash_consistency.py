@@ -30,7 +30,7 @@ import pytest
 
 from arcticqa.config import load_settings
 from arcticqa.errors import OutputError
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.store import Store
 from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 from tests.release_factories import export, make_item

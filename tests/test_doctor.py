@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply, by_role
+from arcticqa.standins.replies import Reply, by_role
+from arcticqa.standins.server import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from arcticqa.evaluate.conditions import load_items
+from arcticqa.evaluate.arcticabstain.items import load_items
 from arcticqa.evaluate.policies import policy_responder
-from arcticqa.evaluate.records import EvalResponseRow
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine, read_session
+from arcticqa.store.tables import EvalResponseRow
 
 pytestmark = pytest.mark.slow
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from arcticqa.evaluate.conditions import EvalItem, build_call, load_prompt
-from arcticqa.evaluate.metrics import OutcomeCounts
-from arcticqa.evaluate.outcomes import (
+from arcticqa.evaluate.arcticabstain.items import EvalItem
+from arcticqa.evaluate.arcticabstain.metrics import OutcomeCounts
+from arcticqa.evaluate.arcticabstain.parse import (
     CAUSE_FORMAT,
     CAUSE_INFRASTRUCTURE,
     CAUSE_REFUSAL,
@@ -16,6 +16,7 @@ from arcticqa.evaluate.outcomes import (
     parse_strict,
     score_reply,
 )
+from arcticqa.evaluate.arcticabstain.prompt import build_call, load_prompt
 
 LETTERS = "ABCDE"
 OPTIONS = [ShownOption("A", "distractor", "x"), ShownOption("B", "gold", "g"), ShownOption("C", "abstain", "I"),

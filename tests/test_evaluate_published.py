@@ -94,7 +94,7 @@ def test_rederived_outcomes_agree_with_recorded(reproduced: Path) -> None:
 
 
 def test_quirky_rows_parse(arcticqa_v1: Path) -> None:
-    from arcticqa.evaluate.responses import load_published_responses
+    from arcticqa.evaluate.arcticabstain.records import load_published_responses
 
     records, _ = load_published_responses(arcticqa_v1 / "responses.csv")
     leading_space = [r for r in records if r.raw_response_text and r.raw_response_text.startswith(" ")]

@@ -10,15 +10,19 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
+from arcticqa.config import EvalModel
 from arcticqa.errors import StageError
-from arcticqa.evaluate.conditions import EvalItem, load_prompt
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.arcticabstain.items import EvalItem
+from arcticqa.evaluate.arcticabstain.prompt import load_prompt
+from arcticqa.evaluate.arcticabstain.report import StatsSettings, build_report
 from arcticqa.evaluate.policies import parse_prompt, policy_responder
-from arcticqa.evaluate.records import EvalResponseRow, load_store_responses
-from arcticqa.evaluate.report import StatsSettings, build_report
-from arcticqa.evaluate.runner import run_evaluation
-from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import Drop, FakeOpenAIServer, Fault, Reply
+from arcticqa.evaluate.runner import run_protocol
+from arcticqa.evaluate.shape import RunOptions
+from arcticqa.standins.replies import Drop, Fault, Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine, read_session
+from arcticqa.store.tables import EvalResponseRow
 
 FAST = StatsSettings(resamples=500, draws=500)
 
@@ -34,9 +38,10 @@ def _model(label: str, url: str, **kw: object) -> EvalModel:
     return EvalModel(**(base | kw))  # type: ignore[arg-type]
 
 
-def _run(items: list[EvalItem], models: list[EvalModel], db: Path, **kw: object):
+def _run(items: list[EvalItem], models: list[EvalModel], db: Path, *, trials: int, resume: bool = False):
     engine = make_engine(f"sqlite:///{db}")
-    return engine, asyncio.run(run_evaluation(items, models, engine, **kw))  # type: ignore[arg-type]
+    live = ARCTICABSTAIN.live(RunOptions(trials=trials), items=items)
+    return engine, asyncio.run(run_protocol(live, models, engine, resume=resume))
 
 
 def test_scripted_policies_give_known_metrics(tmp_path: Path) -> None:
@@ -46,7 +51,7 @@ def test_scripted_policies_give_known_metrics(tmp_path: Path) -> None:
     with FakeOpenAIServer(policy_responder(gold)) as server:
         engine, result = _run(items, [_model(m, server.base_url) for m in labels], tmp_path / "e.db", trials=3)
     assert result.recorded == 4 * 40 * 2 * 3 and result.skipped == 0
-    report = build_report(load_store_responses(engine), settings=FAST, models=labels)
+    report = build_report(ARCTICABSTAIN.records_from_store(engine), settings=FAST, models=labels)
     by = {r.model: r.counts for r in report.models}
     abstain = by["always-abstain"]
     assert (abstain.present_abstention, abstain.absent_abstention, abstain.acc) == (1.0, 1.0, 0.5)
@@ -95,7 +100,7 @@ def test_failures_become_n0_with_their_cause(tmp_path: Path) -> None:
         models = [m.model_copy(update={"base_url": server.base_url}) for m in models]
         engine, _ = _run(items, models, tmp_path / "e.db", trials=1)
         attempts_down = sum(1 for r in server.requests if r.body["model"] == "down")
-    causes = {(r.model, r.outcome, r.cause) for r in load_store_responses(engine)}
+    causes = {(r.model, r.outcome, r.cause) for r in ARCTICABSTAIN.records_from_store(engine)}
     assert causes == {("down", "N0", "infrastructure_no_provider_answer"),
                       ("dropper", "N0", "infrastructure_no_provider_answer"),
                       ("refuser", "N0", "provider_safeguard_refusal"),
@@ -121,5 +126,5 @@ def test_resume_skips_recorded_cells_and_never_duplicates(tmp_path: Path) -> Non
         _, third = _run(items, [model], tmp_path / "e.db", trials=2, resume=True)
     assert (first.recorded, second.recorded, second.skipped, third.recorded) == (8, 8, 8, 0)
     assert calls["n"] == 16
-    records = load_store_responses(engine)
+    records = ARCTICABSTAIN.records_from_store(engine)
     assert len(records) == len({r.cell for r in records}) == 16

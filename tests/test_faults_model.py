@@ -24,7 +24,8 @@ import pytest
 from arcticqa.config import load_settings
 from arcticqa.errors import FailureThresholdExceeded, LLMError, LLMOutputError, LLMTransportError
 from arcticqa.llm.gateway import Gateway, MemoryRecorder
-from arcticqa.llm.local_server import Drop, FakeOpenAIServer, Fault, Hang, Reply, by_role, json_reply, role_of
+from arcticqa.standins.replies import Drop, Fault, Hang, Reply, by_role, json_reply, role_of
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.store import Store
 from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 from tests.test_build_pipeline import _items

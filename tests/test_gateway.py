@@ -12,8 +12,9 @@ from pydantic import BaseModel, Field
 from arcticqa.config import ModelConfig, Settings
 from arcticqa.errors import BudgetExceeded, LLMOutputError, LLMTransportError
 from arcticqa.llm.gateway import Budget, Gateway
+from arcticqa.standins.replies import Drop, Fault, Hang, Reply, by_role, json_reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.store import Store
-from tests.fakes.openai_server import Drop, FakeOpenAIServer, Fault, Hang, Reply, by_role, json_reply
 
 
 class Echo(BaseModel):

@@ -12,7 +12,7 @@ import pytest
 
 from arcticqa.gates.evidence import answer_in_evidence
 from arcticqa.gates.numbers import prepare_text
-from arcticqa.llm.offline.text import _HEDGE, answer_hedge, is_hedged
+from arcticqa.standins.offline.text import _HEDGE, answer_hedge, is_hedged
 
 # the sentence of the demo report (the sample corpus paper as it was when the issue was filed)
 REPORTED = ("Snowmelt seemed to occur earlier in 2020 than in 2019 in most plots, but camera images were "

@@ -221,9 +221,9 @@ def test_evaluate_score_refuses_invalid_utf8_with_a_named_error(tmp_path: Path) 
 
 @pytest.mark.parametrize("loader", ["arcticabstain", "abstainqa", "know2guess"])
 def test_a_prompt_file_that_is_not_a_json_object_names_the_file(tmp_path: Path, loader: str) -> None:
-    from arcticqa.evaluate.abstainqa import load_abstainqa_prompt
-    from arcticqa.evaluate.conditions import load_prompt
-    from arcticqa.evaluate.know2guess import load_know2guess_prompt
+    from arcticqa.evaluate.abstainqa.prompt import load_abstainqa_prompt
+    from arcticqa.evaluate.arcticabstain.prompt import load_prompt
+    from arcticqa.evaluate.know2guess.prompt import load_know2guess_prompt
 
     bad = tmp_path / "prompt.json"
     bad.write_text('["not", "an", "object"]', encoding="utf-8")

@@ -265,7 +265,7 @@ def test_the_extractor_child_sees_no_api_keys(good: bytes, monkeypatch: pytest.M
 def test_a_bomb_in_the_corpus_costs_one_paper_not_the_build(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from arcticqa.config import load_settings
-    from arcticqa.llm.local_server import FakeOpenAIServer
+    from arcticqa.standins.server import FakeOpenAIServer
     from arcticqa.store.store import Store
     from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
     from tests.test_build_pipeline import _items

@@ -29,9 +29,11 @@ import pytest
 from typer.testing import CliRunner
 
 from arcticqa.cli.app import app
-from arcticqa.evaluate.conditions import build_call, load_items, load_prompt
+from arcticqa.evaluate.arcticabstain.items import load_items
+from arcticqa.evaluate.arcticabstain.prompt import build_call, load_prompt
 from arcticqa.evaluate.policies import gold_map, policy_responder
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply
+from arcticqa.standins.replies import Fault, Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from tests.release_factories import export, make_item
 
 pytest.importorskip("inspect_ai", reason="inspect_ai is not installed (pip install -e '.[inspect]')")
@@ -306,8 +308,6 @@ def test_inspect_cli_on_the_loopback_server_scores_like_evaluate_run(demo_releas
 def test_inspect_cli_default_label_and_a_failing_endpoint(demo_release: Path, tmp_path: Path) -> None:
     # Without model_label the design's model id is inspect's model name; a call that never gets
     # an answer is the protocol's N0 "no provider answer", not a dropped cell.
-    from arcticqa.llm.local_server import Fault
-
     items = load_items(demo_release / "items.jsonl")
     broken = items[0].question
     oracle = policy_responder(gold_map(demo_release / "items.jsonl"))

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from arcticqa.config import load_settings
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import EXIT_AFTER_COMMIT_ENV
 from arcticqa.store.store import Store, open_store
 from arcticqa.store.views import export_from_store

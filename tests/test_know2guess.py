@@ -13,29 +13,28 @@ import pytest
 from typer.testing import CliRunner
 
 from arcticqa.cli.app import app
+from arcticqa.config import EvalModel
 from arcticqa.errors import InputError
-from arcticqa.evaluate.know2guess import (
-    Know2GuessItem,
-    Know2GuessRecord,
-    build_know2guess_report,
-    compute_metrics,
-    expected_calibration_error,
-    grade,
-    live_protocol,
-    load_know2guess_items,
-    load_know2guess_prompt,
-    normalise_answer,
-    parse_robust_reply,
-    parse_strict_reply,
-)
-from arcticqa.evaluate.records import load_protocol_details
-from arcticqa.evaluate.runner import run_protocol
-from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import FakeOpenAIServer, Reply
+from arcticqa.evaluate.know2guess import KNOW2GUESS
+from arcticqa.evaluate.know2guess.items import Know2GuessItem, load_know2guess_items
+from arcticqa.evaluate.know2guess.metrics import compute_metrics, expected_calibration_error
+from arcticqa.evaluate.know2guess.parse import grade, normalise_answer, parse_robust_reply, parse_strict_reply
+from arcticqa.evaluate.know2guess.prompt import Know2GuessPrompt, load_know2guess_prompt
+from arcticqa.evaluate.know2guess.records import Know2GuessRecord
+from arcticqa.evaluate.know2guess.report import build_know2guess_report
+from arcticqa.evaluate.runner import LiveProtocol, run_protocol
+from arcticqa.evaluate.shape import RunOptions
+from arcticqa.standins.replies import Reply
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
 DATA = Path(__file__).parent / "data" / "know2guess"
 runner = CliRunner()
+
+
+def _live(items: list[Know2GuessItem], prompts: list[Know2GuessPrompt], **options: Any) -> LiveProtocol:
+    """The protocol object's live plan for these in-memory items and prompt variants."""
+    return KNOW2GUESS.live(RunOptions(variants=tuple(p.variant for p in prompts), **options), items=items)
 
 
 def _items() -> list[Know2GuessItem]:
@@ -195,10 +194,10 @@ def test_scripted_policies_give_known_results(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'e.db'}")
     prompts = [load_know2guess_prompt("answer_or_abstain")]
     with FakeOpenAIServer(_responder(items)) as server:
-        result = asyncio.run(run_protocol(live_protocol(items, prompts, trials=2),
+        result = asyncio.run(run_protocol(_live(items, prompts, trials=2),
                                           [_model(p, server.base_url) for p in POLICIES], engine))
     assert result.recorded == len(POLICIES) * n * 2
-    records = [Know2GuessRecord.from_details(d) for d in load_protocol_details(engine, "know2guess")]
+    records = KNOW2GUESS.records_from_store(engine)
     assert {r.prompt_version for r in records} == {"know2guess-answer_or_abstain-v1"}
     report = build_know2guess_report(records, wrong_penalty=2.0)
     by = {g.model: g for g in report.groups}
@@ -245,8 +244,8 @@ def test_control_prompt_and_variants(tmp_path: Path) -> None:
     prompts = [load_know2guess_prompt(v) for v in ("answer_or_abstain", "answer_only", "answer_or_abstain_terse")]
     assert [p.mode for p in prompts] == ["answer_or_abstain", "answer_only", "answer_or_abstain"]
     with FakeOpenAIServer(reply) as server:
-        asyncio.run(run_protocol(live_protocol(items, prompts), [_model("m", server.base_url)], engine))
-    records = [Know2GuessRecord.from_details(d) for d in load_protocol_details(engine, "know2guess")]
+        asyncio.run(run_protocol(_live(items, prompts), [_model("m", server.base_url)], engine))
+    records = KNOW2GUESS.records_from_store(engine)
     by = {g.variant: g.strict for g in build_know2guess_report(records).groups}
     assert by["answer_or_abstain"].abstention_rate == 1.0 and by["answer_or_abstain_terse"].abstention_rate == 1.0
     control = by["answer_only"]

@@ -23,6 +23,7 @@ from arcticqa.stages.option_check import OptionVerdict, OptionVerdicts
 from arcticqa.stages.question import QuestionDraft
 from arcticqa.stages.reconstruct import Reconstruction
 from arcticqa.stages.verify import Verdict
+from arcticqa.standins.offline.roles import OFFLINE_ROLES
 
 RESULT = ("Mean end-of-season active-layer thickness increased by 18% between 2012 and 2021. "
           "In absolute terms the fitted mean was 0.73 m in 2021.")
@@ -36,7 +37,7 @@ SPANS = [{"id": "sp-res", "section": "results", "text": RESULT},
 def _ask(role: str, prompt: str, variables: dict[str, Any], model: type[BaseModel],
          recorder: MemoryRecorder | None = None) -> Any:
     async def go() -> Any:
-        async with Gateway(Settings(), recorder or MemoryRecorder()) as gw:
+        async with Gateway(Settings(), recorder or MemoryRecorder(), offline_roles=OFFLINE_ROLES) as gw:
             return await gw.ask(role, prompt, variables, model, subject="t")
     return asyncio.run(go())
 
@@ -234,7 +235,7 @@ def test_construct_items_offline_accepts_an_item_proved_by_rules_and_keeps_the_r
     paper = PaperRecord(paperId="p-offline", title="Ground warming at Bayelva", year=2022)
 
     async def go() -> Any:
-        async with Gateway(Settings(), recorder) as gw:
+        async with Gateway(Settings(), recorder, offline_roles=OFFLINE_ROLES) as gw:
             return await construct_items(paper, _document(), gw, ConstructionOptions())
 
     result = asyncio.run(go())

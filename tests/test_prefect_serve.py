@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from arcticqa.config import load_settings
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.standins.server import FakeOpenAIServer
 from tests.pipeline_fixtures import ScriptedModel, _free_port, make_corpus, write_config
 from tests.test_prefect_scale import BIN, REPO, _check_store, _env, _stop, _wait_healthy
 

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from arcticqa.config import load_settings
-from arcticqa.llm.local_server import FakeOpenAIServer, json_reply, role_of
+from arcticqa.standins.replies import json_reply, role_of
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.store import Store
 from arcticqa.text.render import PaperSection, render_paper_pdf
 from tests.pipeline_fixtures import ScriptedModel, _paper, _result, _spans, build_in_process, write_config

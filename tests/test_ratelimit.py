@@ -14,7 +14,8 @@ from pydantic import BaseModel
 from arcticqa.config import ModelConfig, Settings
 from arcticqa.llm.gateway import Gateway
 from arcticqa.llm.ratelimit import ModelLimiter, TokenBucket, estimate_tokens
-from tests.fakes.openai_server import FakeOpenAIServer, Reply, json_reply
+from arcticqa.standins.replies import Reply, json_reply
+from arcticqa.standins.server import FakeOpenAIServer
 
 
 class Echo(BaseModel):

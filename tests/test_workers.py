@@ -22,8 +22,8 @@ import pytest
 from sqlmodel import select
 
 from arcticqa.config import load_settings
-from arcticqa.llm.local_server import FakeOpenAIServer
 from arcticqa.pipeline.runner import open_build_context
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session, write_session
 from arcticqa.store.store import HOST, Store
 from arcticqa.store.tables import StageRun, Worker, utcnow

@@ -54,7 +54,8 @@ def _writing_commands() -> list[tuple[tuple[str, ...], str]]:
 
 
 WRITERS = _writing_commands()
-FILE_WRITERS = {("audit",): "audit.html", ("funnel",): "funnel.svg"}  # the rest write folders
+FILE_WRITERS = {("audit",): "audit.html", ("funnel",): "funnel.svg",  # the rest write folders
+                ("review", "report"): "review.html"}
 
 
 def test_the_walk_finds_every_writer_and_each_has_overwrite() -> None:
@@ -88,6 +89,7 @@ def _args(path: tuple[str, ...], inputs: dict[str, Path]) -> list[str]:
         ("export",): config,
         ("audit",): config,
         ("funnel",): config,
+        ("review", "report"): config,
         ("evaluate", "report"): ["--responses", str(inputs["responses"])],
         ("evaluate", "score"): ["--protocol", "arcticabstain", "--items", str(inputs["items"]),
                                 "--responses", str(inputs["responses"])],

@@ -31,7 +31,9 @@ def follow_on_commands(config: Path) -> list[str]:
             f"arcticqa audit -c {cfg}",
             f"arcticqa funnel -c {cfg} --out funnel.svg",
             f"arcticqa validate-release {folder}/release",
-            f"open {folder}/audit.html in a browser (rejections with their evidence, and the funnel)"]
+            f"open {folder}/audit.html in a browser (rejections with their evidence, and the funnel)",
+            f"arcticqa review sample -c {cfg} --reviewer NAME && arcticqa review serve -c {cfg}   "
+            "(review items in the browser workbench at http://127.0.0.1:8765/; docs/review.md)"]
 
 
 @app.command()

@@ -213,19 +213,18 @@ def run_command(
     import asyncio
     import os
 
-    from arcticqa.config import DEFAULT_CONFIG_NAME
+    from arcticqa.config import DEFAULT_CONFIG_NAME, load_settings
     from arcticqa.errors import ConfigError
     from arcticqa.evaluate.protocols import ReportOptions, RunOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
     from arcticqa.evaluate.runner import run_protocol
-    from arcticqa.evaluate.settings import load_evaluate_settings
     from arcticqa.store.db import make_engine
 
     if out is not None:  # before any model is paid for
         check_report_folder(out, overwrite=overwrite)
     path = config or (Path(os.environ["ARCTICQA_CONFIG"]) if os.environ.get("ARCTICQA_CONFIG")
                       else Path(DEFAULT_CONFIG_NAME))
-    settings = load_evaluate_settings(path)
+    settings = load_settings(path).evaluate.resolved(path)
     models = [m for m in settings.models if not model or m.label in model]
     if not models:
         raise ConfigError(f"{path}: no [[evaluate.models]] to run" + (f" among {', '.join(model)}" if model else ""))

@@ -1,29 +1,36 @@
-"""The bundled abstention evaluator (ArcticAbstain): conditions, runner, scoring, statistics, reports.
+"""The bundled abstention evaluator: three protocols of one shape, one runner, one store table.
 
-Entry points: :func:`run_evaluation` (live runs through OpenAI-compatible endpoints),
-:func:`build_report` / :func:`write_report` (tables reproducing the published ArcticQA v1
-analysis), :func:`load_published_responses` (published response files) and
-:func:`run_reference_policies` (built-in policies for the demo). See ``docs/evaluation.md``.
+- :mod:`arcticqa.evaluate.protocols` — the registry (:func:`get_protocol`, :func:`register_protocol`)
+  of the protocol objects :data:`ARCTICABSTAIN`, :data:`ABSTAINQA` and :data:`KNOW2GUESS`, each a
+  subpackage (``arcticabstain``, ``abstainqa``, ``know2guess``) with the same modules: ``items``,
+  ``prompt``, ``parse``, ``records``, ``metrics``, ``report`` (:mod:`arcticqa.evaluate.shape`);
+- shared machinery: :mod:`~arcticqa.evaluate.runner` (:func:`run_protocol`, the one live runner and
+  resume check), :mod:`~arcticqa.evaluate.external` (the one reader of external responses),
+  :mod:`~arcticqa.evaluate.recorded` (the ``eval_response`` rows), :mod:`~arcticqa.evaluate.stats`
+  (bootstrap, sign-flip permutation, Holm), :mod:`~arcticqa.evaluate.coverage` (coverage–risk, λ sweep),
+  :mod:`~arcticqa.evaluate.reportio` and :mod:`~arcticqa.evaluate.promptfile`;
+- :mod:`~arcticqa.evaluate.policies` — built-in reference policies for the demo.
+
+See ``docs/evaluation.md``.
 """
 
 from __future__ import annotations
 
-from arcticqa.evaluate.conditions import EvalItem, PromptTemplate, build_call, load_items, load_prompt
-from arcticqa.evaluate.outcomes import parse_lenient, parse_strict, score_reply
-from arcticqa.evaluate.policies import REFERENCE_POLICIES, policy_responder, run_reference_policies
-from arcticqa.evaluate.records import EvalResponseRow, load_store_responses
-from arcticqa.evaluate.report import Report, ReportPaths, StatsSettings, build_report, write_report
-from arcticqa.evaluate.responses import ResponseRecord, load_published_responses
-from arcticqa.evaluate.runner import RunResult, run_evaluation, run_model
-from arcticqa.evaluate.settings import EvalModel, EvaluateSettings, load_evaluate_settings
+from arcticqa.evaluate.protocols import (
+    ABSTAINQA,
+    ARCTICABSTAIN,
+    KNOW2GUESS,
+    PROTOCOLS,
+    EvalProtocol,
+    ReportOptions,
+    ReportSummary,
+    RunOptions,
+    get_protocol,
+    register_protocol,
+)
+from arcticqa.evaluate.runner import RunResult, run_protocol
 
 __all__ = [
-    "EvalItem", "PromptTemplate", "build_call", "load_items", "load_prompt",
-    "parse_lenient", "parse_strict", "score_reply",
-    "REFERENCE_POLICIES", "policy_responder", "run_reference_policies",
-    "EvalResponseRow", "load_store_responses",
-    "Report", "ReportPaths", "StatsSettings", "build_report", "write_report",
-    "ResponseRecord", "load_published_responses",
-    "RunResult", "run_evaluation", "run_model",
-    "EvalModel", "EvaluateSettings", "load_evaluate_settings",
+    "ARCTICABSTAIN", "ABSTAINQA", "KNOW2GUESS", "PROTOCOLS", "EvalProtocol", "ReportOptions", "ReportSummary",
+    "RunOptions", "get_protocol", "register_protocol", "RunResult", "run_protocol",
 ]

@@ -1,27 +1,53 @@
 """The one reader of externally produced responses (``evaluate score``): the fields every protocol shares.
 
-Each line names a question, the raw reply and, optionally, the model, trial and finish reason;
-a protocol adds its own fields (confidence, prompt variant) on top. One cell — (model, question,
+Each response names a question, the raw reply and, optionally, the model, trial and finish reason;
+a protocol adds its own fields (confidence, prompt variant, shown options) on top, read from
+:attr:`ExternalLine.row` by its ``records.record_from_external``. One cell — (model, question,
 variant, trial) — may be answered once per file.
+
+Extension point: where the responses come from is a *reader* — a function from a file to
+``(line, object)`` pairs, each object holding the fields above. ``jsonl`` (one JSON object a line) is
+built in; :func:`register_reader` adds another source (an inspect_ai log, a provider's batch output)
+without touching the protocols, whose scoring, cell check and report stay the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from arcticqa.errors import InputError
+from arcticqa.config import did_you_mean
+from arcticqa.errors import ConfigError, InputError
 from arcticqa.release.jsonio import identifier, iter_jsonl, shown
 
-__all__ = ["ExternalLine", "external_lines", "CellGuard"]
+__all__ = ["ExternalLine", "ResponseReader", "READERS", "register_reader", "external_lines", "CellGuard"]
 
 _REFUSAL_FINISH = ("refusal", "content_filter", "safety")
+
+#: a source of external responses: (line or record number, response object) for each response of a file
+ResponseReader = Callable[[Path], Iterable[tuple[int, dict[str, Any]]]]
+
+
+def _jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
+    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
+    return iter_jsonl(path, skip_blank=True)
+
+
+#: the registered readers by name (``jsonl`` built in)
+READERS: dict[str, ResponseReader] = {"jsonl": _jsonl}
+
+
+def register_reader(name: str, reader: ResponseReader) -> ResponseReader:
+    """Add a source of external responses under ``name`` (its objects carry the shared fields)."""
+    READERS[name] = reader
+    return reader
 
 
 @dataclass(frozen=True)
 class ExternalLine:
+    path: str
     line: int
     question_id: str
     raw_response_text: str | None
@@ -32,15 +58,17 @@ class ExternalLine:
     row: dict[str, Any]  # the whole line, for protocol-specific fields
 
 
-def external_lines(path: Path | str, known: Collection[str], *,
-                   id_keys: tuple[str, ...] = ("question_id",)) -> Iterator[ExternalLine]:
-    """Every line of ``path`` with its shared fields checked; a named InputError otherwise."""
+def external_lines(path: Path | str, known: Collection[str], *, id_keys: tuple[str, ...] = ("question_id",),
+                   reader: str = "jsonl") -> Iterator[ExternalLine]:
+    """Every response of ``path`` with its shared fields checked; a named InputError otherwise."""
     path = Path(path)
     name = str(path)
+    if reader not in READERS:
+        raise ConfigError(f"unknown response reader {reader!r}{did_you_mean(reader, READERS)}; "
+                          f"known: {', '.join(sorted(READERS))}")
     if not path.exists():
         raise InputError("file not found", path=name)
-    # strict UTF-8, bounded lines, one named error per bad line (untrusted input)
-    for line_no, row in iter_jsonl(path, skip_blank=True):
+    for line_no, row in READERS[reader](path):
         qid = next((row[k] for k in id_keys if row.get(k)), None)
         if qid not in known:
             raise InputError(f"unknown question {shown(qid)}", path=name, line=line_no,
@@ -58,7 +86,7 @@ def external_lines(path: Path | str, known: Collection[str], *,
         model = identifier(row.get("model") or "external", path=name, line=line_no, field="model")
         label = identifier(row.get("model_label") or model, path=name, line=line_no, field="model_label")
         finish = (row.get("finish_reason") or "").lower()
-        yield ExternalLine(line=line_no, question_id=str(qid), raw_response_text=raw, model=model,
+        yield ExternalLine(path=name, line=line_no, question_id=str(qid), raw_response_text=raw, model=model,
                            model_label=label, trial=trial,
                            failure="refusal" if finish in _REFUSAL_FINISH else None, row=row)
 
@@ -70,9 +98,9 @@ class CellGuard:
         self.name = str(path)
         self._first: dict[tuple[str, str, str, int], int] = {}
 
-    def check(self, cell: tuple[str, str, str, int], line: ExternalLine, variant: str) -> None:
+    def check(self, cell: tuple[str, str, str, int], line: ExternalLine) -> None:
         first = self._first.setdefault(cell, line.line)
         if first != line.line:
-            raise InputError(f"second response for model {line.model}, question {line.question_id}, "
-                             f"variant {variant}, trial {line.trial} (first at line {first})",
-                             path=self.name, line=line.line)
+            model, question, variant, trial = cell
+            raise InputError(f"second response for model {model}, question {question}, variant {variant}, "
+                             f"trial {trial} (first at line {first})", path=self.name, line=line.line)

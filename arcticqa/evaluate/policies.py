@@ -22,12 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from arcticqa.evaluate.conditions import DEFAULT_PROMPT_PATH, load_items, load_prompt
-from arcticqa.evaluate.records import load_store_responses
-from arcticqa.evaluate.report import ReportPaths, StatsSettings, build_report, write_report
-from arcticqa.evaluate.runner import run_evaluation
-from arcticqa.evaluate.settings import EvalModel
-from arcticqa.llm.local_server import Fault, Reply, Response
+from arcticqa.config import EvalModel
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.arcticabstain.items import load_items
+from arcticqa.evaluate.arcticabstain.prompt import DEFAULT_PROMPT_PATH
+from arcticqa.evaluate.arcticabstain.report import ReportPaths, StatsSettings, build_report, write_report
+from arcticqa.evaluate.runner import run_protocol
+from arcticqa.evaluate.shape import RunOptions
+from arcticqa.standins.replies import Fault, Reply, Response
+from arcticqa.standins.server import FakeOpenAIServer
+from arcticqa.store.db import make_engine
 
 __all__ = ["REFERENCE_POLICIES", "parse_prompt", "policy_responder", "gold_map", "run_reference_policies"]
 
@@ -119,11 +123,8 @@ async def run_reference_policies(items_path: Path | str, out_dir: Path | str, *,
                                  concurrency: int = 16, settings: StatsSettings | None = None,
                                  prompt_path: Path | str = DEFAULT_PROMPT_PATH) -> ReportPaths:
     """Serve the reference policies on 127.0.0.1, run the evaluator on them, write the report."""
-    from arcticqa.llm.local_server import FakeOpenAIServer
-    from arcticqa.store.db import make_engine
-
     items = load_items(items_path)
-    prompt = load_prompt(prompt_path)
+    live = ARCTICABSTAIN.live(RunOptions(trials=trials, eval_set=eval_set, prompt=Path(prompt_path)), items=items)
     engine = make_engine(db_url)
     responder = policy_responder({item.question: item.gold_answer for item in items})
     with FakeOpenAIServer(responder) as server:
@@ -131,8 +132,7 @@ async def run_reference_policies(items_path: Path | str, out_dir: Path | str, *,
                             max_concurrency=concurrency, max_retries=2, backoff_initial_s=0.05,
                             backoff_max_s=0.5, timeout_s=30.0)
                   for name in policies]
-        await run_evaluation(items, models, engine, trials=trials, prompt=prompt, eval_set=eval_set,
-                             resume=resume)
-    records = load_store_responses(engine, models=list(policies))
+        await run_protocol(live, models, engine, resume=resume)
+    records = ARCTICABSTAIN.records_from_store(engine, models=list(policies))
     report = build_report(records, settings=settings, source=db_url, models=list(policies))
     return write_report(report, out_dir, source_name="the reference policies")

@@ -1,11 +1,13 @@
-"""The live ArcticAbstain runner: every (model, item, condition, trial) cell, once, into the store.
+"""The one live runner of every protocol: each planned (model, item, condition or variant, trial)
+cell, once, into the store.
 
-Per model, a pool of ``max_concurrency`` workers takes cells from a queue and calls the model
+Per model, a pool of ``max_concurrency`` workers takes calls from a queue and calls the model
 through :func:`arcticqa.llm.chat.complete_chat` (transport retries with backoff, never a
-re-ask); an optional ``requests_per_second`` spaces the call starts. Each reply is scored with
-the strict parser (the lenient reading is stored beside it) and queued for the writer, which
-inserts batches through the one write path. ``resume=True`` skips cells already recorded; the
-store's unique constraint means a cell is never recorded twice, whatever happens.
+re-ask), paced by the model's ``requests_per_minute`` / ``tokens_per_minute`` token buckets (the
+same :class:`~arcticqa.llm.ratelimit.ModelLimiter` the build's gateway uses). The protocol turns
+each reply into a store row (parse → record → row), which is queued for the writer, which inserts
+batches through the one write path. ``resume=True`` skips cells already recorded; the store's
+unique constraint means a cell is never recorded twice, whatever happens.
 """
 
 from __future__ import annotations
@@ -15,21 +17,19 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.engine import Engine
 
+from arcticqa.config import EvalModel
 from arcticqa.errors import StageError
-from arcticqa.evaluate.conditions import Call, EvalItem, PromptTemplate, build_call, load_prompt
-from arcticqa.evaluate.outcomes import CONDITIONS, score_reply
-from arcticqa.evaluate.records import completed_cells, ensure_tables, insert_responses
-from arcticqa.evaluate.settings import EvalModel
+from arcticqa.evaluate.recorded import completed_cells, ensure_tables, insert_responses
 from arcticqa.llm.chat import ChatOutcome, complete_chat
-from arcticqa.llm.clients import make_async_client
+from arcticqa.llm.providers.openai import make_async_client
+from arcticqa.llm.ratelimit import ModelLimiter, estimate_tokens
 
-__all__ = ["RunResult", "plan_calls", "run_evaluation", "run_model", "response_row", "ProtocolCall",
-           "LiveProtocol", "run_protocol", "arcticabstain_live", "refuse_recorded_cells"]
+__all__ = ["RunResult", "ProtocolCall", "LiveProtocol", "run_protocol", "refuse_recorded_cells"]
 
 ProgressHook = Callable[[str, int, int], None]
 
@@ -78,53 +78,6 @@ class RunResult:
         self.outcomes.update(other.outcomes)
 
 
-def plan_calls(items: Sequence[EvalItem], model: EvalModel, prompt: PromptTemplate, *, trials: int,
-               eval_set: str) -> list[Call]:
-    """Every call of one model, item by item (id order), present before absent, trial 1..n."""
-    return [build_call(item, condition, trial, model.label, prompt, eval_set=eval_set)
-            for item in items for condition in CONDITIONS for trial in range(1, trials + 1)]
-
-
-def response_row(call: Call, model: EvalModel, outcome: ChatOutcome, run_id: str, *,
-                 position: int = 0) -> dict[str, Any]:
-    """The ``eval_response`` columns of one finished call."""
-    scored = score_reply(call.condition, call.options, outcome.text, failure=outcome.failure)
-    correct = next(o.letter for o in call.options
-                   if o.kind == ("gold" if call.condition == "answer_present" else "abstain"))
-    return {
-        "run_id": run_id, "eval_set": call.eval_set, "model": model.label, "model_label": model.name,
-        "model_position": position,
-        "api_model": model.model, "item_id": call.item.item_id, "condition": call.condition,
-        "trial": call.trial, "order_seed": call.order_seed,
-        "options": [asdict(o) for o in call.options], "correct_letter": correct,
-        "prompt_version": call.prompt_version, "prompt_sha256": call.prompt_sha256,
-        "raw_response_text": outcome.text, "chosen_letter": scored.chosen_letter,
-        "chosen_kind": scored.chosen_kind, "parser": scored.parser, "lenient_letter": scored.lenient_letter,
-        "outcome": scored.outcome, "lenient_outcome": scored.lenient_outcome, "cause": scored.cause,
-        "finish_reason": outcome.finish_reason, "usage": outcome.usage, "latency_s": outcome.latency_s,
-        "attempts": outcome.attempts, "cost_usd": outcome.cost_usd(model), "error": outcome.error,
-    }
-
-
-class _Pacer:
-    """Spaces call starts ``1/rate`` seconds apart (no-op without a rate)."""
-
-    def __init__(self, rate: float | None) -> None:
-        self.interval = 1.0 / rate if rate else 0.0
-        self.next_at = 0.0
-        self.lock = asyncio.Lock()
-
-    async def wait(self) -> None:
-        if not self.interval:
-            return
-        async with self.lock:
-            now = time.monotonic()
-            start = max(now, self.next_at)
-            self.next_at = start + self.interval
-        if start > now:
-            await asyncio.sleep(start - now)
-
-
 class _Writer:
     """Collects rows and inserts them in batches, off the event loop."""
 
@@ -163,7 +116,7 @@ async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
         queue.put_nowait(call)
     writer = _Writer(engine)
     stop = asyncio.Event()
-    pacer = _Pacer(model.requests_per_second)
+    limiter = ModelLimiter.for_config(model)
     finished = 0
 
     async def worker(client: Any) -> None:
@@ -173,8 +126,11 @@ async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
                 call = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            await pacer.wait()
+            estimate = estimate_tokens(call.messages, model.max_tokens) if limiter.active else 0
+            await limiter.acquire(estimate)
             outcome = await complete_chat(client, model, call.messages, role=f"evaluate:{model.label}")
+            # transport retries were requests too; the reported usage corrects the token estimate
+            limiter.settle(estimate, outcome.usage.get("total_tokens"), extra_requests=max(0, outcome.attempts - 1))
             row = make_row(call, outcome)
             counts[row["outcome"]] += 1
             await writer.add(row)
@@ -194,17 +150,6 @@ async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
     return writer.inserted
 
 
-def arcticabstain_live(items: Sequence[EvalItem], prompt: PromptTemplate | None = None, *, trials: int = 3,
-                       eval_set: str = "arcticqa") -> LiveProtocol:
-    """ArcticAbstain as a live protocol: both conditions of every item, ``trials`` times."""
-    template = prompt or load_prompt()
-    return LiveProtocol(
-        name="arcticabstain",
-        plan=lambda model: plan_calls(items, model, template, trials=trials, eval_set=eval_set),
-        row=lambda call, model, outcome, run_id, position: response_row(call, model, outcome, run_id,
-                                                                        position=position))
-
-
 def refuse_recorded_cells(engine: Engine, plans: Mapping[str, Sequence[ProtocolCall]], *, protocol: str) -> None:
     """The one resume check: refuse a run (before any call is sent) when any model's planned
     cells are already in the store, so a repeated run never pays twice by accident."""
@@ -219,26 +164,6 @@ def refuse_recorded_cells(engine: Engine, plans: Mapping[str, Sequence[ProtocolC
 def _key(label: str, call: ProtocolCall) -> tuple[str, str, str, str, int]:
     eval_set, item_id, condition, trial = call.cell
     return (eval_set, label, item_id, condition, trial)
-
-
-async def run_model(items: Sequence[EvalItem], model: EvalModel, engine: Engine, *, trials: int = 3,
-                    prompt: PromptTemplate | None = None, eval_set: str = "arcticqa", resume: bool = False,
-                    run_id: str | None = None, progress: ProgressHook | None = None,
-                    position: int = 0) -> RunResult:
-    """Run one model over every ArcticAbstain cell (the Prefect flow's task body); ``position``
-    orders reports."""
-    return await run_protocol(arcticabstain_live(items, prompt, trials=trials, eval_set=eval_set), [model],
-                              engine, resume=resume, run_id=run_id, progress=progress, first_position=position)
-
-
-async def run_evaluation(items: Sequence[EvalItem], models: Sequence[EvalModel], engine: Engine, *,
-                         trials: int = 3, prompt: PromptTemplate | None = None, eval_set: str = "arcticqa",
-                         resume: bool = False, run_id: str | None = None,
-                         progress: ProgressHook | None = None) -> RunResult:
-    """Run every model concurrently over every ArcticAbstain cell (each with its own concurrency
-    and rate limit)."""
-    return await run_protocol(arcticabstain_live(items, prompt, trials=trials, eval_set=eval_set), models,
-                              engine, resume=resume, run_id=run_id, progress=progress)
 
 
 async def run_protocol(protocol: LiveProtocol, models: Sequence[EvalModel], engine: Engine, *,

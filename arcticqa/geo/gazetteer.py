@@ -151,7 +151,7 @@ def _parse(path: Path, raw: bytes) -> list[Place]:
             seen[spelling] = lineno
         places.append(Place(
             name=name, alternates=list(dict.fromkeys(a for a in alternates if a != name)), lat=lat, lon=lon,
-            kind=row["kind"],  # type: ignore[arg-type]
+            kind=row["kind"],
             lat_min=lat_min, lat_max=lat_max, region=row["region"] or None,
             context=[c.strip() for c in row["context"].split("|") if c.strip()], note=row["note"], line=lineno,
         ))

@@ -9,7 +9,7 @@ Every item gives two samples, ``<item_id>/answer_present`` and ``<item_id>/answe
 inspect's epochs are the trials (``-T trials=3``, the default; ``--epochs`` overrides it). Each call
 shows exactly what ``arcticqa evaluate run`` shows for the same (eval set, item, condition, trial,
 model label): the published system prompt, the user template, the five options including the abstain
-option, in the order ``order_seed`` gives (:func:`arcticqa.evaluate.conditions.build_call`). The model
+option, in the order ``order_seed`` gives (:func:`arcticqa.evaluate.arcticabstain.prompt.build_call`). The model
 label in the seed is ``-T model_label=...`` when given, else inspect's model name (``openai/gpt-4.1``).
 
 The solver writes the trial, model label, order seed, the options as shown (letter, kind, text,
@@ -32,8 +32,9 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Scorer, Target, accuracy, scorer, stderr
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
-from arcticqa.evaluate.conditions import EvalItem, PromptTemplate, build_call, load_items, load_prompt
-from arcticqa.evaluate.outcomes import CONDITIONS, Condition, ShownOption, score_reply
+from arcticqa.evaluate.arcticabstain.items import EvalItem, load_items
+from arcticqa.evaluate.arcticabstain.parse import CONDITIONS, Condition, ShownOption, score_reply
+from arcticqa.evaluate.arcticabstain.prompt import PromptTemplate, build_call, load_prompt
 
 __all__ = ["TASK_NAME", "arcticabstain", "arcticabstain_call", "arcticabstain_outcome", "release_items_path"]
 

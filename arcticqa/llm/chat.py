@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import openai
 from openai import AsyncOpenAI
 
 from arcticqa.config import ModelConfig
-from arcticqa.llm.clients import describe_error, is_transport_error, transport_retrying
+from arcticqa.llm.providers.openai import transport_retrying
+from arcticqa.llm.providers.openai_errors import describe_error, is_safeguard_refusal
 
 __all__ = ["ChatOutcome", "complete_chat"]
 
@@ -58,11 +58,7 @@ async def complete_chat(client: AsyncOpenAI, cfg: ModelConfig, messages: list[di
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded outcome
         # A provider safeguard answers with a 400/403 that names its policy; anything else
         # (including exhausted transport retries) means no answer came back at all.
-        kind: FailureKind = "infrastructure"
-        if not is_transport_error(exc) and isinstance(
-                exc, openai.BadRequestError | openai.PermissionDeniedError) and \
-                any(w in str(exc).lower() for w in ("safety", "policy", "content_filter")):
-            kind = "refusal"
+        kind: FailureKind = "refusal" if is_safeguard_refusal(exc) else "infrastructure"
         return ChatOutcome(text=None, finish_reason=None, latency_s=time.perf_counter() - started,
                            attempts=attempts, failure=kind, error=describe_error(exc))
     choice = completion.choices[0] if completion.choices else None

@@ -33,6 +33,7 @@ from arcticqa.evidence import Document
 from arcticqa.llm.gateway import Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
+from arcticqa.standins.offline.roles import OFFLINE_ROLES
 from arcticqa.store.store import Store, input_hash, open_store
 from arcticqa.store.tables import EVIDENCE_TABLES, StageRun, utcnow
 
@@ -180,7 +181,9 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
     store.run_id = run_id
     heartbeat = Heartbeat(store, settings.store.heartbeat_s)
     try:
-        async with Gateway(settings, store, ledger=store, run_id=run_id) as gateway, httpx.AsyncClient() as http:
+        # roles configured offline (the default) are answered by the rule-based stand-ins
+        async with Gateway(settings, store, ledger=store, run_id=run_id, offline_roles=OFFLINE_ROLES) as gateway, \
+                httpx.AsyncClient() as http:
             yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id)
     finally:

@@ -17,20 +17,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from arcticqa.evidence import SpanRef
 from arcticqa.release.models import FunnelCounts
 
-__all__ = ["AuditSpan", "AuditRejection", "AuditOption", "AuditItem", "AuditPaper", "AuditData",
+__all__ = ["AuditRejection", "AuditOption", "AuditItem", "AuditPaper", "AuditData",
            "render_audit_html", "safe_json_for_script"]
-
-
-class AuditSpan(BaseModel):
-    span_id: str
-    role: str | None = None
-    section: str | None = None
-    page: int | None = None
-    start: int | None = None
-    end: int | None = None
-    text: str | None = None
 
 
 class AuditRejection(BaseModel):
@@ -69,7 +60,7 @@ class AuditItem(BaseModel):
     question_context: str | None = None
     gold_answer: str | None = None
     reconstruction: str | None = None
-    evidence_spans: list[AuditSpan] = Field(default_factory=list)
+    evidence_spans: list[SpanRef] = Field(default_factory=list)
     options: list[AuditOption] = Field(default_factory=list)
     rejections: list[AuditRejection] = Field(default_factory=list)
 
@@ -81,7 +72,7 @@ class AuditPaper(BaseModel):
     year: int | None = None
     status: str
     stage: str | None = None
-    evidence_spans: list[AuditSpan] = Field(default_factory=list)
+    evidence_spans: list[SpanRef] = Field(default_factory=list)
     rejections: list[AuditRejection] = Field(default_factory=list)
     item_ids: list[str] = Field(default_factory=list)
 

@@ -12,10 +12,20 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
+
+from arcticqa.evidence import SpanRef
 
 __all__ = [
     "ABSTAIN_TEXT",
+    "ReviewSummary",
     "FUNNEL_STEPS",
     "ItemStatus",
     "LanguageScript",
@@ -82,18 +92,31 @@ class Construction(_Strict):
     generation_prompt_version: str
 
 
-class EvidenceRef(_Strict):
+class EvidenceRef(SpanRef):
     """arcticqa addition: one source span an item rests on. ``text`` only in releases built
     with ``--include-evidence`` (source licences may forbid redistribution)."""
 
-    span_id: str = Field(min_length=1)
+    # The span model as the release writes it: ``id`` is ``span_id`` on the wire (and in the
+    # constructor), ``role`` always has a value, an absent ``text`` is written as null, and the
+    # release's constraints apply. Fields keep SpanRef's order, which is the release's.
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True)
+
+    id: str = Field(alias="span_id", min_length=1)
     role: str = Field(default="finding", description="finding|context|scope|distractor")
-    section: str
     page: int = Field(ge=0)
     start: int = Field(ge=0)
     end: int = Field(ge=0)
     sha256: str = Field(pattern=_SHA256, description="SHA-256 of the span text (UTF-8)")
-    text: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _unset_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a published format keeps every key, null or not
+        data: dict[str, Any] = handler(self)
+        return data
+
+    @property
+    def span_id(self) -> str:
+        return self.id
 
 
 class SourceLicense(_Strict):
@@ -250,6 +273,29 @@ class ExcludedItem(_Strict):
     responses_planned: int | None = None
     responses_by_model: dict[str, int] | None = None
     in_released_responses: bool | None = None
+
+
+class ReviewSummary(_Strict):
+    """What an expert review measured, for the release card (``arcticqa review``; docs/review.md).
+
+    ``expert_rejected`` are the accepted items a reviewer rejected: left out of the release and
+    listed in ``excluded-items.json``."""
+
+    plan_id: str
+    reviewed: int
+    errors: int
+    residual_error: float
+    low: float
+    high: float
+    coverage: float
+    sampled: int
+    population: int
+    seed: int
+    double_share: float
+    expert_verified: int
+    reviewers_named: list[str] = Field(default_factory=list)
+    reviewers_unnamed: int = 0
+    expert_rejected: list[ExcludedItem] = Field(default_factory=list)
 
 
 class Manifest(_Strict):

@@ -29,6 +29,7 @@ from arcticqa.release.models import (
     FunnelCounts,
     Manifest,
     ReleaseItem,
+    ReviewSummary,
     license_allows_redistribution,
 )
 
@@ -48,11 +49,12 @@ _RELEASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCounts,
                 roster: Mapping[str, list[str]], include_evidence: bool, dataset_license: str,
                 citation: str | None, code_version: str, config_hash: str,
-                policy_hashes: Mapping[str, str], cue_audit: str = "",
+                policy_hashes: Mapping[str, str], cue_audit: str = "", review: ReviewSummary | None = None,
                 parquet: Mapping[str, int] | None = None) -> str:
     """The dataset card (``README.md``) of a release (``cue_audit``: the Markdown table of
-    :func:`arcticqa.release.cues.cue_table`, empty to leave the section out; ``parquet``: the
-    Parquet file -> rows of a Hugging Face release)."""
+    :func:`arcticqa.release.cues.cue_table`, empty to leave the section out; ``review``: what an
+    expert review measured, None for a release nobody reviewed; ``parquet``: the Parquet file ->
+    rows of a Hugging Face release)."""
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(loader=PackageLoader("arcticqa.release", "templates"),
@@ -63,7 +65,8 @@ def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCou
         release_id=release_id, counts=counts, funnel=funnel, roster=dict(sorted(roster.items())),
         include_evidence=include_evidence, dataset_license=dataset_license, citation=citation,
         code_version=code_version, config_hash=config_hash,
-        policy_hashes=dict(sorted(policy_hashes.items())), cue_audit=cue_audit, parquet=dict(parquet or {}))
+        policy_hashes=dict(sorted(policy_hashes.items())), cue_audit=cue_audit, review=review,
+        parquet=dict(parquet or {}))
 
 
 def _prepare(items: list[ReleaseItem], *, include_evidence: bool,
@@ -117,7 +120,7 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
                   require_redistributable: bool = False, format: str = "jsonl",
                   overwrite: bool = False, created_utc: str | None = None,
                   dataset_license: str = "CC-BY-4.0", citation: str | None = None,
-                  allow_empty: bool = True) -> Path:
+                  allow_empty: bool = True, review: ReviewSummary | None = None) -> Path:
     """Write a release of ``items`` to ``out_dir`` and return its path.
 
     Refuses an existing non-empty ``out_dir`` unless ``overwrite``. With
@@ -126,6 +129,8 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
     ``include_evidence`` evidence references keep their ids, offsets and hashes but not the text.
     ``allow_empty=False`` refuses a release without items (``arcticqa export`` without
     ``--allow-empty``): an unfinished build exported by mistake must not look like a release.
+    ``review`` (an expert review's summary) goes into the card, and the items it rejected into
+    ``excluded-items.json`` (``items`` must not hold them).
     """
     if format not in RELEASE_LAYOUTS:
         raise ConfigError(f"release format {format!r} is not supported (give one of {', '.join(RELEASE_LAYOUTS)})")
@@ -141,6 +146,8 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
         reason = f" ({len(excluded)} left out by require_redistributable)" if excluded else ""
         raise InputError(f"no accepted items to export{reason}: refusing to write an empty release "
                          "(finish the build with `arcticqa resume`, or pass --allow-empty)", path=str(target))
+    if review is not None:
+        excluded = sorted([*excluded, *review.expert_rejected], key=lambda e: e.item_id)
     abstain = prompt.get("abstention_option_text", ABSTAIN_TEXT)
     if not isinstance(abstain, str) or not abstain:
         raise ConfigError("prompt 'abstention_option_text' must be a non-empty string")
@@ -158,7 +165,7 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
             release_id=release_id, counts=counts, funnel=funnel, roster=roster,
             include_evidence=include_evidence, dataset_license=dataset_license,
             citation=citation, code_version=code_version, config_hash=config_hash,
-            policy_hashes=policy_hashes, cue_audit=cue_table(audit_release(kept)),
+            policy_hashes=policy_hashes, cue_audit=cue_table(audit_release(kept)), review=review,
             parquet={parquet_path(c): len(kept) for c in HF_CONFIGS} if parquet else None)
         if parquet:
             scripts = {it.language_script for it in kept}

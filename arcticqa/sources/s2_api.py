@@ -117,11 +117,11 @@ def _error_text(response: httpx.Response) -> str:
     return str(body)[:200]
 
 
-class _TransparentRequester(ApiRequester):
+class _TransparentRequester(ApiRequester):  # type: ignore[misc]  # semanticscholar ships no type hints
     """The library's requester with the response kept visible: errors carry status and Retry-After."""
 
-    async def get_data_async(self, url: str, parameters: str, headers: dict,  # type: ignore[override]
-                             payload: dict | None = None) -> dict | list[dict]:
+    async def get_data_async(self, url: str, parameters: str, headers: dict[str, str],
+                             payload: dict[str, Any] | None = None) -> Any:
         parameters = parameters.lstrip("&")
         method = "POST" if payload else "GET"
         try:

@@ -12,14 +12,15 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from arcticqa.evidence import SpanRef
 from arcticqa.gates.numbers import parse_numbers
 from arcticqa.gates.text import language_script
 from arcticqa.rules import Rejection, rule
-from arcticqa.stages.findings import ClaimType, EvidenceLink, Finding, Scope, stable_id
+from arcticqa.stages.findings import ClaimType, Finding, Scope, stable_id
 from arcticqa.stages.option_check import OptionCheck, Verification
 from arcticqa.stages.question import QuestionDraft
 
-__all__ = ["TOO_FEW_DISTRACTORS", "PaperRef", "EvidenceRef", "AcceptedDistractor", "AcceptedItem",
+__all__ = ["TOO_FEW_DISTRACTORS", "PaperRef", "AcceptedDistractor", "AcceptedItem",
            "AcceptResult", "order_distractors", "accept_item"]
 
 TOO_FEW_DISTRACTORS = rule("accept.too_few_distractors", "fewer than 4 distractors were admitted")
@@ -30,20 +31,6 @@ class PaperRef(BaseModel):
     doi: str | None = None
     title: str | None = None
     year: int | None = None
-
-
-class EvidenceRef(BaseModel):
-    id: str
-    section: str
-    page: int
-    start: int
-    end: int
-    sha256: str
-
-    @classmethod
-    def of(cls, link: EvidenceLink) -> EvidenceRef:
-        return cls(id=link.id, section=link.section, page=link.page, start=link.start, end=link.end,
-                   sha256=link.sha256)
 
 
 class AcceptedDistractor(BaseModel):
@@ -66,7 +53,7 @@ class AcceptedItem(BaseModel):
     claim_type: ClaimType
     scope: Scope
     finding_id: str
-    evidence_spans: list[EvidenceRef]
+    evidence_spans: list[SpanRef]  # the text stays with the finding
     distractors: list[AcceptedDistractor]
     answer_present_drops: str
     writer_model: str
@@ -117,10 +104,10 @@ def accept_item(*, paper: PaperRef, finding: Finding, draft: QuestionDraft, admi
         item_id=item_id, question=draft.question, question_context=draft.question_context,
         gold_answer=finding.answer, answer_type=finding.answer_type, answer_unit=finding.unit,
         claim_type=finding.claim_type, scope=finding.scope, finding_id=finding.id,
-        evidence_spans=[EvidenceRef.of(s) for s in finding.all_spans], distractors=distractors,
+        evidence_spans=[s.without_text() for s in finding.all_spans], distractors=distractors,
         answer_present_drops=distractors[-1].text, writer_model=writer_model,
         option_verifier_models=verifier_models, prompt_versions=prompt_versions, paper=paper,
-        language_script=script,  # type: ignore[arg-type]
+        language_script=script,
         numeric_answer=finding.answer_type == "numeric" or bool(parse_numbers(finding.answer)),
         answer_match_confidence=match_confidence,
     )

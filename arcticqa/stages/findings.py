@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from arcticqa.errors import UnknownSpanError
-from arcticqa.evidence import Document, Span, resolve_span
+from arcticqa.evidence import Document, Span, SpanRef, resolve_span
 from arcticqa.gates.evidence import RESULT_SECTIONS, answer_in_evidence, cites_other_work, scope_in_evidence
 from arcticqa.gates.text import split_sentences
 from arcticqa.llm.types import RoleClient, RoleReply
@@ -30,7 +30,6 @@ __all__ = [
     "CandidateFinding",
     "FindingExtractorOutput",
     "Provenance",
-    "EvidenceLink",
     "Finding",
     "RejectedFinding",
     "FindingsResult",
@@ -115,23 +114,6 @@ class Provenance(BaseModel):
                    model=reply.model, provider=reply.provider, cached=reply.cached)
 
 
-class EvidenceLink(BaseModel):
-    """A resolved evidence span as stored with findings and items."""
-
-    id: str
-    section: str
-    page: int
-    start: int
-    end: int
-    sha256: str
-    text: str
-
-    @classmethod
-    def of(cls, span: Span) -> EvidenceLink:
-        return cls(id=span.id, section=span.section, page=span.page, start=span.start, end=span.end,
-                   sha256=span.sha256, text=span.text)
-
-
 class Finding(BaseModel):
     """A gated finding: the candidate plus its resolved evidence, id and rank."""
 
@@ -144,16 +126,16 @@ class Finding(BaseModel):
     unit: str | None = None
     claim_type: ClaimType
     scope: Scope
-    support: list[EvidenceLink]  # spans stating the answer
-    setting: list[EvidenceLink] = Field(default_factory=list)  # further spans stating the scope
+    support: list[SpanRef]  # spans stating the answer
+    setting: list[SpanRef] = Field(default_factory=list)  # further spans stating the scope
 
     @property
     def evidence_text(self) -> str:
         """The cited support text: the only text deterministic contradictions may use."""
-        return "\n".join(s.text for s in self.support)
+        return "\n".join(s.text or "" for s in self.support)
 
     @property
-    def all_spans(self) -> list[EvidenceLink]:
+    def all_spans(self) -> list[SpanRef]:
         return [*self.support, *self.setting]
 
 
@@ -174,9 +156,9 @@ class FindingsResult(BaseModel):
         return [r for f in self.rejected for r in f.rejections]
 
 
-def span_payload(spans: Iterable[Span | EvidenceLink]) -> list[dict[str, str]]:
+def span_payload(spans: Iterable[Span | SpanRef]) -> list[dict[str, str]]:
     """Spans as the roles receive them: ``[{id, section, text}]`` (structure, not prose)."""
-    return [{"id": s.id, "section": s.section, "text": " ".join(s.text.split())} for s in spans]
+    return [{"id": s.id, "section": s.section, "text": " ".join((s.text or "").split())} for s in spans]
 
 
 def evidence_spans(document: Document, *, max_spans: int = 600) -> list[Span]:
@@ -258,5 +240,5 @@ async def extract_findings(document: Document, llm: RoleClient, *, paper_id: str
             id=finding_id, paper_id=paper_id, rank=len(result.findings), claim=candidate.claim,
             answer=candidate.answer, answer_type=candidate.answer_type, unit=candidate.unit,
             claim_type=candidate.claim_type, scope=candidate.scope,
-            support=[EvidenceLink.of(s) for s in support], setting=[EvidenceLink.of(s) for s in setting]))
+            support=[s.ref() for s in support], setting=[s.ref() for s in setting]))
     return result

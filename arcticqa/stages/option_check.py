@@ -94,7 +94,7 @@ class OptionCheckResult(BaseModel):
 
 def _deterministic(candidate: DistractorCandidate, finding: Finding) -> OptionCheck | None:
     for span in finding.support:
-        found = contradiction(candidate.text, span.text, finding.answer, finding.answer_type)
+        found = contradiction(candidate.text, span.text or "", finding.answer, finding.answer_type)
         if found is not None:
             return OptionCheck(index=-1, text=candidate.text, type=candidate.type, admitted=True,
                                verification="deterministic-contradiction", rule=found.rule,

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from arcticqa.evidence import Span
+from arcticqa.evidence import Span, SpanRef
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection, rule
-from arcticqa.stages.findings import ClaimType, EvidenceLink, Provenance, span_payload
+from arcticqa.stages.findings import ClaimType, Provenance, span_payload
 
 __all__ = ["RECONSTRUCT_PROMPT", "UNRESOLVED_SPAN", "Reconstruction", "ReconstructResult",
            "reconstructor_variables", "reconstruct"]
@@ -42,12 +42,12 @@ class ReconstructResult(BaseModel):
 
 
 def reconstructor_variables(question: str, question_context: str,
-                            spans: Sequence[Span | EvidenceLink]) -> dict[str, Any]:
+                            spans: Sequence[Span | SpanRef]) -> dict[str, Any]:
     """The reconstructor's prompt variables. Deliberately no answer parameter."""
     return {"question": question, "question_context": question_context, "spans": span_payload(spans)}
 
 
-async def reconstruct(question: str, question_context: str, spans: Sequence[Span | EvidenceLink],
+async def reconstruct(question: str, question_context: str, spans: Sequence[Span | SpanRef],
                       llm: RoleClient, *, subject: str) -> ReconstructResult:
     """Have ``reconstructor`` answer blind; gate that its cited spans are among those given."""
     variables = reconstructor_variables(question, question_context, spans)

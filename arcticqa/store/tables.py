@@ -13,6 +13,8 @@ from typing import Any
 from sqlalchemy import JSON, Column, Index, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from arcticqa.evidence import SpanRef
+
 __all__ = [
     "utcnow",
     "Paper",
@@ -35,7 +37,11 @@ __all__ = [
     "DistractorCandidateRow",
     "OptionCheckRow",
     "ItemRow",
+    "ReviewPlan",
+    "ReviewAssignment",
+    "ReviewVerdict",
     "EVIDENCE_TABLES",
+    "EvalResponseRow",
 ]
 
 
@@ -260,6 +266,11 @@ class SpanRow(SQLModel, table=True):
     sha256: str
     text: str
 
+    def ref(self, role: str | None = None) -> SpanRef:
+        """The stored span as the span model: the one conversion out of this table."""
+        return SpanRef(id=self.span_id, role=role, section=self.section, page=self.page, start=self.start,
+                       end=self.end, sha256=self.sha256, text=self.text)
+
 
 class FindingRow(_Evidence, table=True):
     __tablename__ = "finding"
@@ -299,6 +310,57 @@ class ItemRow(_Evidence, table=True):
     payload: dict[str, Any] | None = _json()
 
 
+class ReviewPlan(SQLModel, table=True):
+    """A seeded expert-review plan (``arcticqa review sample``). Extending it adds assignments;
+    ``strata`` keeps each stratum's population size so estimates are weighted correctly."""
+
+    __tablename__ = "review_plan"
+    id: str = Field(primary_key=True)
+    seed: int
+    double_share: float = 0.2
+    reviewers: list[str] | None = _json()
+    #: population ("accepted"/"rejected") -> stratum -> items in it when the plan was last extended
+    strata: dict[str, Any] | None = _json()
+    #: the sampling settings (target half-width, sizes, confidence) as given
+    params: dict[str, Any] | None = _json()
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewAssignment(SQLModel, table=True):
+    """One sampled item given to one reviewer; slot 1 is the primary review, slot 2 the second
+    (agreement) review. Rows are only ever added, so extending a plan never reshuffles it."""
+
+    __tablename__ = "review_assignment"
+    __table_args__ = (UniqueConstraint("plan_id", "item_key", "slot"),)
+    id: int | None = Field(default=None, primary_key=True)
+    plan_id: str = Field(foreign_key="review_plan.id", index=True)
+    item_key: str = Field(index=True)
+    population: str
+    stratum: str
+    reviewer: str = Field(index=True)
+    slot: int = 1
+    position: int = 0
+    content_hash: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ReviewVerdict(SQLModel, table=True):
+    """A reviewer's verdict on an item, append-only: a newer row supersedes an older one of the
+    same reviewer, and a row whose ``content_hash`` differs from the item's current one is stale."""
+
+    __tablename__ = "review_verdict"
+    id: int | None = Field(default=None, primary_key=True)
+    plan_id: str = Field(foreign_key="review_plan.id", index=True)
+    item_key: str = Field(index=True)
+    reviewer: str = Field(index=True)
+    verdict: str
+    failure_types: list[str] | None = _json()
+    note: str = ""
+    content_hash: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 #: stage name → the evidence table its results are written to
 EVIDENCE_TABLES: dict[str, type[SQLModel]] = {
     "prefilter": ScreeningDecision,
@@ -313,3 +375,51 @@ EVIDENCE_TABLES: dict[str, type[SQLModel]] = {
     "option_check": OptionCheckRow,
     "accept": ItemRow,
 }
+
+
+# -- the evaluator's table (arcticqa.evaluate reads and writes it through arcticqa.evaluate.recorded) --
+
+class EvalResponseRow(SQLModel, table=True):
+    """One recorded call: what it showed, what came back, and how it scored."""
+
+    __tablename__ = "eval_response"
+    __table_args__ = (UniqueConstraint("eval_set", "model", "item_id", "condition", "trial",
+                                       name="uq_eval_response_cell"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    #: which evaluation protocol recorded the row (arcticabstain | abstainqa | know2guess)
+    protocol: str = Field(default="arcticabstain", index=True,
+                          sa_column_kwargs={"server_default": "arcticabstain"})
+    eval_set: str = Field(index=True)
+    model: str = Field(index=True)  # the configured label (the design's model id)
+    #: the model's place in the run's configuration: reports list models in this order
+    model_position: int = 0
+    model_label: str
+    api_model: str
+    item_id: str = Field(index=True)
+    condition: str
+    trial: int
+    order_seed: str
+    #: [{letter, kind, text, option_id}] in the order shown
+    options: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
+    correct_letter: str
+    prompt_version: str
+    prompt_sha256: str
+    raw_response_text: str | None = None
+    chosen_letter: str | None = None
+    chosen_kind: str | None = None
+    parser: str | None = None  # which parser found a letter: strict | lenient | None
+    lenient_letter: str | None = None
+    outcome: str
+    lenient_outcome: str
+    cause: str | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    latency_s: float = 0.0
+    attempts: int = 0
+    cost_usd: float = 0.0
+    error: str | None = None
+    #: the protocol's scored record (decision, answer, confidence, item facts); None for ArcticAbstain
+    details: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    recorded_at: datetime = Field(default_factory=utcnow)

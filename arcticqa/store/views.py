@@ -11,7 +11,8 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from arcticqa.release.audit import AuditData, AuditItem, AuditOption, AuditPaper, AuditRejection, AuditSpan
+from arcticqa.evidence import SpanRef
+from arcticqa.release.audit import AuditData, AuditItem, AuditOption, AuditPaper, AuditRejection
 from arcticqa.release.models import (
     Construction,
     Distractor,
@@ -23,6 +24,7 @@ from arcticqa.release.models import (
     SourceLicense,
     license_allows_redistribution,
 )
+from arcticqa.review.release import mark_expert_rejected, review_release
 from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
 from arcticqa.store.tables import ItemRow, Paper, RawRecord, RejectionRow, SpanRow, StageRun
@@ -225,8 +227,7 @@ def _candidate_items(runs: list[StageRun], rejections: list[RejectionRow], items
                                        evidence={k: v for k, v in (("span_id", c.get("evidence_span_id")),
                                                                    ("evidence", c.get("evidence")))
                                                  if v}))
-        spans = [AuditSpan(span_id=e["id"], role="finding", section=e.get("section"), page=e.get("page"),
-                           start=e.get("start"), end=e.get("end"), text=e.get("text") or texts.get(e["id"]))
+        spans = [SpanRef.model_validate({**e, "role": "finding", "text": e.get("text") or texts.get(e["id"])})
                  for e in finding.get("support", [])]
         out.append(AuditItem(
             item_id=item_id or f"{pid[:12]}:{subject}", paper_id=pid,
@@ -267,8 +268,7 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
             status = "needs_review"
         paper_rejections = [r for r in all_rejections if r.paper_id == pid and not r.subject]
         # every span a rejection cites, with its text, so the page shows what the rule read
-        spans = [AuditSpan(span_id=sid, role=r.rule_id, section=span.section, page=span.page, start=span.start,
-                           end=span.end, text=span.text)
+        spans = [span.ref(role=r.rule_id)
                  for r in paper_rejections for sid in _cited_span_ids(r.evidence)
                  if (span := cited.get(sid)) is not None]
         audit_papers.append(AuditPaper(
@@ -283,11 +283,12 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
         keep = {(r.paper_id, r.subject) for r in rejections}
         audit_items = [i for i in audit_items if any((r.paper_id, r.item_id) in keep for r in i.rejections)]
         audit_papers = [p for p in audit_papers if any(r.paper_id == p.paper_id for r in rejections)]
-    return AuditData(funnel=funnel_counts(store),
+    data = AuditData(funnel=funnel_counts(store),
                      rejections=[_audit_rejection(r, "needs_review" if r.paper_id in eligibility_review
                                                   and r.stage == "eligibility" else "rejected")
                                  for r in rejections],
                      papers=audit_papers, items=audit_items)
+    return mark_expert_rejected(data, store.engine, stage=stage, rule=rule, paper=paper)
 
 
 def export_from_store(store: Store, settings: Any, out: Any, *, release_id: str = "arcticqa-release",
@@ -304,9 +305,10 @@ def export_from_store(store: Store, settings: Any, out: Any, *, release_id: str 
     except PackageNotFoundError:
         from arcticqa import __version__ as code_version
     roster = {role: [settings.model_for(role).model] for role in sorted(settings.roles)}
-    return write_release(store.release_items(), out, release_id=release_id,
+    items, review = review_release(store.engine, store.release_items())
+    return write_release(items, out, release_id=release_id,
                          prompt=prompt if prompt is not None else store.release_prompt(),
                          funnel=store.funnel_counts(), roster=roster, config_hash=settings.fingerprint(),
                          policy_hashes=store.policy_hashes(), code_version=code_version,
                          include_evidence=include_evidence, require_redistributable=require_redistributable,
-                         format=fmt, overwrite=overwrite, allow_empty=allow_empty)
+                         format=fmt, overwrite=overwrite, allow_empty=allow_empty, review=review)

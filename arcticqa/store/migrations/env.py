@@ -5,8 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlmodel import SQLModel
 
-import arcticqa.evaluate.records  # noqa: F401  (registers the evaluator tables)
-import arcticqa.store.tables  # noqa: F401  (registers the build tables on SQLModel.metadata)
+import arcticqa.store.tables  # noqa: F401  (registers every table on SQLModel.metadata)
 
 target_metadata = SQLModel.metadata
 connection = context.config.attributes.get("connection")

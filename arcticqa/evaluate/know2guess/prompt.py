@@ -1,0 +1,98 @@
+"""Know2Guess prompt variants and the planned calls of a live run.
+
+Prompts (``prompts/know2guess/<variant>-v1.json``): ``answer_or_abstain`` (the fixed protocol
+prompt: one JSON object with ``decision`` ANSWER|ABSTAIN, ``answer``, ``confidence`` in [0,1]),
+``answer_only`` (the control: always answer), ``answer_or_abstain_terse`` (a template variant).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from arcticqa.errors import InputError
+from arcticqa.evaluate.know2guess.items import Know2GuessItem
+from arcticqa.evaluate.promptfile import read_prompt_file
+
+__all__ = ["VARIANTS", "MODES", "PROMPT_DIR", "Know2GuessPrompt", "Know2GuessCall", "load_know2guess_prompt",
+           "mode_of", "plan_calls"]
+
+VARIANTS: tuple[str, ...] = ("answer_or_abstain", "answer_only", "answer_or_abstain_terse")
+MODES: tuple[str, ...] = ("answer_or_abstain", "answer_only")
+PROMPT_DIR = Path(__file__).resolve().parents[3] / "prompts" / "know2guess"
+
+
+@dataclass(frozen=True)
+class Know2GuessPrompt:
+    variant: str
+    mode: str
+    version: str
+    system_text: str
+    user_template: str
+    sha256: str
+
+
+def load_know2guess_prompt(variant_or_path: str | Path) -> Know2GuessPrompt:
+    """A variant name (its v1 file under ``prompts/know2guess``) or a prompt file."""
+    path = Path(variant_or_path)
+    if not path.suffix and not path.exists():
+        path = PROMPT_DIR / f"{variant_or_path}-v1.json"
+    raw, data = read_prompt_file(path, not_found=f"prompt file not found (variants: {', '.join(VARIANTS)})",
+                                 required=("prompt_version", "variant", "system_text", "user_template"),
+                                 placeholders=("{question}",))
+    if data.get("mode") not in MODES:
+        raise InputError(f"must be one of {', '.join(MODES)}", path=str(path), field="mode")
+    return Know2GuessPrompt(variant=data["variant"], mode=data["mode"], version=data["prompt_version"],
+                            system_text=data["system_text"], user_template=data["user_template"],
+                            sha256=hashlib.sha256(raw).hexdigest())
+
+
+@functools.lru_cache(maxsize=64)  # external files name a variant on every line
+def mode_of(variant: str) -> str:
+    """The mode of a named variant (its prompt file), else ``answer_or_abstain``."""
+    path = PROMPT_DIR / f"{variant}-v1.json"
+    if path.exists():
+        return load_know2guess_prompt(path).mode
+    return "answer_only" if variant.startswith("answer_only") else "answer_or_abstain"
+
+
+@dataclass(frozen=True)
+class Know2GuessCall:
+    item: Know2GuessItem
+    eval_set: str
+    prompt: Know2GuessPrompt
+    trial: int
+
+    @property
+    def condition(self) -> str:
+        return self.prompt.variant
+
+    @property
+    def cell(self) -> tuple[str, str, str, int]:
+        return (self.eval_set, self.item.question_id, self.condition, self.trial)
+
+    @property
+    def user_text(self) -> str:
+        return self.prompt.user_template.format(question=self.item.question_text)
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.prompt.system_text}, {"role": "user", "content": self.user_text}]
+
+    @property
+    def prompt_sha256(self) -> str:
+        payload = json.dumps([self.prompt.system_text, self.user_text], ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def plan_calls(items: Sequence[Know2GuessItem], prompts: Sequence[Know2GuessPrompt], *, trials: int,
+               eval_set: str) -> list[Know2GuessCall]:
+    """Every call of a run (the same for every model): item by item, each variant, trial 1..n.
+    Cells are namespaced ``know2guess:<eval_set>`` so they never collide with ArcticAbstain's."""
+    set_id = f"know2guess:{eval_set}"
+    return [Know2GuessCall(item, set_id, prompt, trial)
+            for item in items for prompt in prompts for trial in range(1, trials + 1)]

@@ -1,0 +1,42 @@
+"""The registry of evaluation protocols: ArcticAbstain, Abstain-QA and Know2Guess.
+
+Every protocol is one :class:`~arcticqa.evaluate.shape.EvalProtocol` object in its own subpackage
+of :mod:`arcticqa.evaluate` (``arcticabstain``, ``abstainqa``, ``know2guess``), whose modules carry
+the same names (the shape is described in :mod:`arcticqa.evaluate.shape`). :func:`get_protocol`
+finds one by name; :func:`register_protocol` adds another.
+"""
+
+from __future__ import annotations
+
+from arcticqa.config import did_you_mean
+from arcticqa.errors import ConfigError
+from arcticqa.evaluate.abstainqa import ABSTAINQA
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.know2guess import KNOW2GUESS
+from arcticqa.evaluate.shape import EvalProtocol, ProtocolBase, ReportOptions, ReportSummary, RunOptions
+
+__all__ = ["EvalProtocol", "ProtocolBase", "ReportOptions", "RunOptions", "ReportSummary", "PROTOCOLS",
+           "BUNDLED", "ARCTICABSTAIN", "ABSTAINQA", "KNOW2GUESS", "register_protocol", "get_protocol"]
+
+PROTOCOLS: dict[str, EvalProtocol] = {}
+
+#: the protocols that ship with arcticqa, each a subpackage of arcticqa.evaluate of the same name
+BUNDLED: tuple[EvalProtocol, ...] = (ARCTICABSTAIN, ABSTAINQA, KNOW2GUESS)
+
+
+def register_protocol(protocol: EvalProtocol) -> EvalProtocol:
+    PROTOCOLS[protocol.name] = protocol
+    return protocol
+
+
+def get_protocol(name: str) -> EvalProtocol:
+    """The registered protocol ``name`` (a :class:`ConfigError` naming the known ones otherwise)."""
+    protocol = PROTOCOLS.get(name)
+    if protocol is None:
+        raise ConfigError(f"unknown protocol {name!r}{did_you_mean(name, PROTOCOLS)}; "
+                          f"known: {', '.join(sorted(PROTOCOLS))}")
+    return protocol
+
+
+for _protocol in BUNDLED:
+    register_protocol(_protocol)

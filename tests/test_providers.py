@@ -1,0 +1,162 @@
+"""Model providers: the openai error boundary through the loopback stand-in, the offline provider's
+hand-in, and the layer rule that keeps ``llm/`` from importing the stand-ins, gates, geo or demo.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from arcticqa.config import ModelConfig, Settings
+from arcticqa.errors import ConfigError, LLMAuthError, LLMError, LLMRequestError, LLMTransportError
+from arcticqa.llm.gateway import Gateway, MemoryRecorder
+from arcticqa.llm.providers.openai import make_async_client
+from arcticqa.llm.providers.openai_errors import map_openai_errors
+from arcticqa.standins.offline.roles import OFFLINE_ROLES
+from arcticqa.standins.replies import Fault, Hang, Response
+from arcticqa.standins.server import FakeOpenAIServer
+
+REPO = Path(__file__).resolve().parent.parent
+LLM = REPO / "arcticqa" / "llm"
+#: packages above ``llm/`` (or beside it) that it must never import, at any depth, in any function
+FORBIDDEN = ("arcticqa.standins", "arcticqa.gates", "arcticqa.geo", "arcticqa.demo")
+
+
+class Word(BaseModel):
+    word: str
+
+
+def _cfg(base_url: str, **fields: Any) -> ModelConfig:
+    return ModelConfig(base_url=base_url, model="stand-in-model", api_key_env=None, max_retries=1,
+                       backoff_initial_s=0.001, backoff_max_s=0.01, timeout_s=0.3, **fields)
+
+
+# (reply every time, the named error, a fragment of its message)
+OPENAI_FAULTS: list[tuple[str, Response, type[LLMError], str]] = [
+    ("rate_limit", Fault(429), LLMTransportError, "RateLimitError"),
+    ("auth", Fault(401, body='{"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}'),
+     LLMAuthError, "HTTP 401"),
+    ("permission", Fault(403), LLMAuthError, "HTTP 403"),
+    ("timeout", Hang(1.0), LLMTransportError, "APITimeoutError"),
+    ("server_error", Fault(500), LLMTransportError, "InternalServerError"),
+    ("bad_gateway", Fault(502), LLMTransportError, "502"),
+    ("bad_request", Fault(400, body='{"error": {"message": "max_tokens is too large", "type": "invalid_request_error"}}'),
+     LLMRequestError, "HTTP 400"),
+    ("unknown_model", Fault(404), LLMRequestError, "HTTP 404"),
+]
+IDS = [f[0] for f in OPENAI_FAULTS]
+
+
+@pytest.mark.parametrize(("name", "reply", "error", "fragment"), OPENAI_FAULTS, ids=IDS)
+def test_map_openai_errors_names_each_openai_error_class(name: str, reply: Response, error: type[LLMError],
+                                                         fragment: str) -> None:
+    """The raw SDK call (as the evaluator makes it) raises openai's class; the boundary ours."""
+    async def go(base_url: str) -> None:
+        cfg = _cfg(base_url)
+        async with make_async_client(cfg) as client:
+            with map_openai_errors("verifier", cfg.model):
+                await client.chat.completions.create(model=cfg.model, messages=[{"role": "user", "content": "hi"}])
+
+    with FakeOpenAIServer(lambda body, headers: reply) as srv:
+        with pytest.raises(error, match=fragment) as info:
+            asyncio.run(go(srv.base_url))
+    assert type(info.value) is error
+    assert type(info.value.__cause__).__module__.startswith("openai")  # what the SDK said stays chained
+
+
+@pytest.mark.parametrize(("name", "reply", "error", "fragment"), OPENAI_FAULTS, ids=IDS)
+def test_the_gateway_raises_the_named_error_after_instructor_and_the_retries(
+        name: str, reply: Response, error: type[LLMError], fragment: str) -> None:
+    """Through instructor, which wraps a 401 or a 400 as if validation had failed."""
+    recorder = MemoryRecorder()
+
+    async def go(base_url: str) -> None:
+        settings = Settings(models={"m": _cfg(base_url)}, roles={"verifier": "m"})
+        async with Gateway(settings, recorder) as gw:
+            await gw.ask("verifier", "_selftest/v1", {"word": "ice"}, Word)
+
+    with FakeOpenAIServer(lambda body, headers: reply) as srv:
+        with pytest.raises(error, match=fragment) as info:
+            asyncio.run(go(srv.base_url))
+        sent = len(srv.requests)
+    assert type(info.value) is error
+    # only "no answer" is asked again; a refused key or request is not worth a second try
+    assert sent == (2 if error is LLMTransportError else 1)
+    assert len(recorder.records) == sent and all(r.error and r.parsed is None for r in recorder.records)
+
+
+def test_an_offline_role_needs_the_roles_handed_to_the_gateway() -> None:
+    variables = {"spans": [], "word": "ice"}
+
+    async def ask(gateway: Gateway) -> Any:
+        async with gateway as gw:
+            return await gw.ask("verifier", "_selftest/v1", variables, Word)
+
+    with pytest.raises(ConfigError, match="no implementation for role 'verifier'"):
+        asyncio.run(ask(Gateway(Settings())))
+
+    def verifier(variables: Any, response_model: type[BaseModel]) -> BaseModel:
+        return response_model.model_validate({"word": variables["word"]})
+
+    recorder = MemoryRecorder()
+    reply = asyncio.run(ask(Gateway(Settings(), recorder, offline_roles={"verifier": verifier})))
+    assert (reply.output, reply.provider) == (Word(word="ice"), "offline")
+    assert [(r.attempt, r.cost_usd, r.request["variables"]) for r in recorder.records] == [(1, 0.0, variables)]
+
+
+def test_the_build_hands_every_role_an_offline_implementation() -> None:
+    assert set(OFFLINE_ROLES) == set(Settings().roles)
+
+
+def test_an_all_offline_gateway_does_not_import_the_openai_sdk() -> None:
+    code = ("import sys, asyncio\n"
+            "from arcticqa.config import Settings\n"
+            "from arcticqa.llm.gateway import Gateway\n"
+            "asyncio.run(Gateway(Settings()).__aenter__())\n"
+            "print(sorted(m for m in ('openai', 'instructor') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+# -- the layer rule ------------------------------------------------------------------------------
+
+def forbidden_imports(source: str, forbidden: tuple[str, ...] = FORBIDDEN) -> list[str]:
+    """Every import in ``source`` (module level or in a function) that reaches a forbidden package,
+    and every ``importlib`` use (which would hide one)."""
+    found: list[str] = []
+
+    def hits(name: str) -> bool:
+        return any(name == f or name.startswith(f + ".") for f in forbidden)
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if hits(a.name) or a.name == "importlib"]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if hits(node.module) or node.module == "importlib":
+                found.append(node.module)
+            found += [f"{node.module}.{a.name}" for a in node.names if hits(f"{node.module}.{a.name}")]
+    return found
+
+
+def test_the_layer_check_finds_what_it_looks_for() -> None:
+    # the check must be able to fail: each way of writing the import is caught
+    for source in ("import arcticqa.standins.server",
+                   "from arcticqa.gates.numbers import parse_numbers",
+                   "from arcticqa import geo",
+                   "def f():\n    from arcticqa.demo.run import run_demo\n",
+                   "import importlib\nimportlib.import_module('arcticqa.standins')"):
+        assert forbidden_imports(source), source
+    assert forbidden_imports("from arcticqa.evidence import Span\nimport arcticqa.geography_notes") == []
+
+
+@pytest.mark.parametrize("path", sorted(LLM.rglob("*.py")), ids=lambda p: str(p.relative_to(LLM)))
+def test_llm_imports_neither_stand_ins_nor_gates_geo_or_demo(path: Path) -> None:
+    assert forbidden_imports(path.read_text(encoding="utf-8")) == []

@@ -1,0 +1,105 @@
+"""The review plan: a seeded, stratified draw that only ever grows, stored in the store."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from arcticqa.errors import InputError
+from arcticqa.review.items import ReviewItem, load_review_items
+from arcticqa.review.plan import SamplingRequest, extend_plan
+from arcticqa.store.reviews import get_plan, plan_assignments, save_plan
+from arcticqa.store.tables import ReviewAssignment
+from tests.review_fixtures import make_review_store
+
+
+def _items(n: int, *, rejected: int = 0, start: int = 0) -> list[ReviewItem]:
+    out = [ReviewItem(key=f"aqa-{i:05d}", population="accepted", paper_id=f"p{i}", subject="s", item_id=f"aqa-{i:05d}",
+                      strata={"answer_type": "numeric" if i % 3 else "text", "claim_type": "observation",
+                              "language": "latin", "region": ["Barents Sea", "Fram Strait", "unknown"][i % 3 // 2]},
+                      content_hash=f"h{i}") for i in range(start, start + n)]
+    out += [ReviewItem(key=f"rej-{i:05d}", population="rejected", paper_id=f"q{i}", subject="s",
+                       strata={"rule": "verify.not_entailed" if i % 2 else "option.supported_by_evidence"},
+                       content_hash=f"r{i}") for i in range(start, start + rejected)]
+    return out
+
+
+def _rows(rows: list[ReviewAssignment]) -> list[tuple[str, int, str, int, str]]:
+    return sorted((a.item_key, a.slot, a.reviewer, a.position, a.stratum) for a in rows)
+
+
+def test_the_draw_is_seeded_stratified_and_independent_of_listing_order() -> None:
+    items = _items(300, rejected=40)
+    req = SamplingRequest(reviewers=["ana", "ben"], n=60, rejected_n=10)
+    plan, rows = extend_plan(None, [], items, req)
+    shuffled = list(items)
+    random.Random(1).shuffle(shuffled)
+    assert _rows(extend_plan(None, [], shuffled, req)[1]) == _rows(rows)
+    primary = [a for a in rows if a.slot == 1]
+    assert sum(a.population == "accepted" for a in primary) == 60
+    assert sum(a.population == "rejected" for a in primary) == 10
+    # proportional allocation: the text stratum holds a third of the items, so a third of the sample
+    assert sum(a.stratum.startswith("text") for a in primary if a.population == "accepted") == 20
+    assert plan.strata is not None and sum(plan.strata["accepted"].values()) == 300
+    seconds = [a for a in rows if a.slot == 2]
+    assert len(seconds) == round(0.2 * 70)
+    first = {a.item_key: a.reviewer for a in primary}
+    assert all(a.reviewer != first[a.item_key] for a in seconds)
+    other = extend_plan(None, [], items, req.model_copy(update={"seed": 21}))[1]
+    assert _rows(other) != _rows(rows)
+
+
+def test_the_sample_size_follows_the_half_width() -> None:
+    plan, rows = extend_plan(None, [], _items(1000), SamplingRequest(reviewers=["ana"], half_width=0.05))
+    assert sum(a.slot == 1 for a in rows) == 278  # 384.1 / (1 + 383.1/1000) = 277.7
+    assert not [a for a in rows if a.slot == 2]  # one reviewer: nobody to double with yet
+
+
+def test_extending_never_changes_an_assignment() -> None:
+    items = _items(120, rejected=10)
+    plan, rows = extend_plan(None, [], items, SamplingRequest(reviewers=["ana"], n=30, rejected_n=4))
+    # a second reviewer: takes the double reviews, nothing already assigned moves
+    plan2, added = extend_plan(plan, rows, items, SamplingRequest(reviewers=["ben"]))
+    assert added and all(a.slot == 2 and a.reviewer == "ben" for a in added)
+    assert len(added) == round(0.2 * 34)
+    # new items in the store and a larger sample: the old rows stay as they were
+    more = items + _items(60, start=500)
+    plan3, added3 = extend_plan(plan2, rows + added, more, SamplingRequest(n=45, reviewers=["cy"]))
+    assert sum(a.slot == 1 and a.population == "accepted" for a in rows + added + added3) == 45
+    assert {a.item_key for a in added3 if a.slot == 1}.isdisjoint({a.item_key for a in rows})
+    assert plan3.reviewers == ["ana", "ben", "cy"] and plan3.seed == plan.seed
+    assert "cy" in {a.reviewer for a in added3}
+    # asking again with nothing new adds nothing
+    assert extend_plan(plan3, rows + added + added3, more, SamplingRequest())[1] == []
+
+
+def test_bad_requests_are_refused_with_one_line() -> None:
+    plan, rows = extend_plan(None, [], _items(10), SamplingRequest(reviewers=["ana"]))
+    with pytest.raises(InputError, match="keeps its seed"):
+        extend_plan(plan, rows, _items(10), SamplingRequest(seed=99))
+    with pytest.raises(InputError, match="at least one reviewer"):
+        extend_plan(None, [], _items(10), SamplingRequest())
+    with pytest.raises(InputError, match="--half-width"):
+        extend_plan(None, [], _items(10), SamplingRequest(reviewers=["a"], half_width=2.0))
+    with pytest.raises(InputError, match="reviewer name"):
+        extend_plan(None, [], _items(10), SamplingRequest(reviewers=[" "]))
+
+
+def test_the_plan_is_stored_and_extends_in_the_store(tmp_path: Path) -> None:
+    store = make_review_store(tmp_path / "s.db", accepted=8, rejected=2)
+    items = load_review_items(store.engine)
+    plan, rows = extend_plan(None, [], items, SamplingRequest(reviewers=["ana"], n=5))
+    save_plan(store.engine, plan, rows)
+    stored = plan_assignments(store.engine, "main")
+    before = [(a.id, a.item_key, a.slot, a.reviewer, a.position, a.content_hash) for a in stored]
+    again = get_plan(store.engine, "main")
+    assert again is not None and again.seed == plan.seed and again.strata == plan.strata
+    plan2, added = extend_plan(again, stored, items, SamplingRequest(reviewers=["ben"], n=8))
+    save_plan(store.engine, plan2, added)
+    after = plan_assignments(store.engine, "main")
+    assert [(a.id, a.item_key, a.slot, a.reviewer, a.position, a.content_hash) for a in after
+            if a.id in {b[0] for b in before}] == before
+    assert len(after) == len(before) + len(added) and len(added) >= 3
+    store.close()
