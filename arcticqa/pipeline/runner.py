@@ -33,6 +33,7 @@ from arcticqa.evidence import Document
 from arcticqa.llm.gateway import Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
+from arcticqa.stages.results import StepResult
 from arcticqa.standins.offline.roles import OFFLINE_ROLES
 from arcticqa.store.store import Store, input_hash, open_store
 from arcticqa.store.tables import EVIDENCE_TABLES, StageRun, utcnow
@@ -51,7 +52,7 @@ __all__ = [
     "shared_context",
 ]
 
-R = TypeVar("R", bound=BaseModel)
+R = TypeVar("R", bound=StepResult)
 
 
 @dataclass
@@ -319,9 +320,9 @@ class StoreStepRunner:
         self.ctx.store.record_run(self.paper_id, stage, subject, **self._outcome(stage, result), **common)
         return result
 
-    def _outcome(self, stage: str, result: BaseModel) -> dict[str, Any]:
+    def _outcome(self, stage: str, result: StepResult) -> dict[str, Any]:
         rejections: list[Rejection] = list(getattr(result, "rejections", []) or [])
-        status: Literal["succeeded", "rejected"] = "succeeded" if _step_ok(result) else "rejected"
+        status: Literal["succeeded", "rejected"] = "succeeded" if result.ok else "rejected"
         # accepted items are written once, by the stage that owns the whole construction
         table = EVIDENCE_TABLES.get(stage) if stage != "accept" else None
         evidence = [table(stage_run_id=0, paper_id=self.paper_id, payload=result.model_dump(mode="json"))] \
@@ -330,17 +331,3 @@ class StoreStepRunner:
         return dict(status=status, output=result, rejections=rejections, evidence=evidence,
                     prompt_version=getattr(provenance, "prompt_version", None))
 
-
-def _step_ok(result: BaseModel) -> bool:
-    """Whether a construction step produced something the next step can use."""
-    if hasattr(result, "ok"):
-        return bool(result.ok)
-    if hasattr(result, "item"):  # accept
-        return result.item is not None
-    if hasattr(result, "findings"):  # findings: some candidates survived their gates
-        return bool(result.findings)
-    if hasattr(result, "admitted"):  # option checks: some options were admitted
-        return bool(result.admitted)
-    if hasattr(result, "kept"):  # distractors: some candidates passed the free gates
-        return bool(result.kept)
-    return not getattr(result, "rejections", None)
