@@ -41,6 +41,7 @@ __all__ = [
     "Settings",
     "load_settings",
     "read_toml",
+    "read_env_file",
     "DEFAULT_CONFIG_NAME",
     "did_you_mean",
 ]
@@ -450,6 +451,12 @@ def _load_dotenv(path: Path | str | None) -> None:
     _DOTENV.update({k: v for k, v in dotenv_values(env_path).items() if v is not None})
 
 
+def read_env_file(settings: Settings) -> None:
+    """Read the keys of the settings' env file (``env_file`` or ``$ARCTICQA_ENV_FILE``) into this
+    process; :func:`load_settings` does it, and so does a process handed settings already loaded."""
+    _load_dotenv(settings.env_file or os.environ.get("ARCTICQA_ENV_FILE"))
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """A config file's TOML table; every way it can be unreadable is one :class:`ConfigError`."""
     if not path.exists():
@@ -484,7 +491,7 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
     Settings._toml_path = toml_path
     try:
         settings = Settings(**overrides)
-        _load_dotenv(settings.env_file or os.environ.get("ARCTICQA_ENV_FILE"))
+        read_env_file(settings)
         return settings
     except ValidationError as exc:
         first = exc.errors()[0]

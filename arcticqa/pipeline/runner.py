@@ -17,7 +17,7 @@ import asyncio
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,7 +176,10 @@ class Heartbeat:
 
 @asynccontextmanager
 async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str] = (),
-                             store: Store | None = None):  # type: ignore[no-untyped-def]
+                             store: Store | None = None) -> AsyncIterator[BuildContext]:
+    """A build context for one run: its store (``store``, or the configured one, closed on exit),
+    model gateway, HTTP client and worker heartbeat."""
+    own_store = store is None
     store = store or open_store(settings)
     run_id = uuid.uuid4().hex[:16]
     store.run_id = run_id
@@ -189,6 +192,8 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id)
     finally:
         heartbeat.stop()
+        if own_store:
+            store.close()
 
 
 def _stage_done(ctx: BuildContext, stage: str, run: StageRun | None) -> bool:
