@@ -66,7 +66,7 @@ def _is_direction(kind: str) -> bool:
 
 def answer_format_odd(answer: str, distractors: list[str]) -> str | None:
     """Why the answer's number format singles it out among the options, or None."""
-    features = {
+    features: dict[str, Callable[[str], bool | int]] = {
         "decimals": lambda t: any(n.decimals > 0 for n in parse_numbers(t)),
         "a unit": lambda t: any(n.unit for n in parse_numbers(t)),
         "numbers": lambda t: len(parse_numbers(t)),
