@@ -11,7 +11,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from arcticqa.llm.types import RoleReply
+from arcticqa.stages.accept import AcceptResult
 from arcticqa.stages.construct import STAGES, ConstructionOptions, ConstructionResult, construct_items
+from arcticqa.stages.findings import FindingsResult
+from arcticqa.stages.option_check import OptionCheckResult
+from arcticqa.stages.results import StepResult
 from tests.test_construct import (
     DOC,
     GOOD_QUESTION,
@@ -86,11 +90,6 @@ def test_every_step_goes_through_the_runner_and_resume_reruns_nothing() -> None:
 def test_every_step_result_says_when_it_is_ok() -> None:
     """The runner records a step ``succeeded`` exactly when its result is ``ok``: every step of a
     construction that yields an item is ok, and each result type's empty outcome is not."""
-    from arcticqa.stages.accept import AcceptResult
-    from arcticqa.stages.findings import FindingsResult
-    from arcticqa.stages.option_check import OptionCheckResult
-    from arcticqa.stages.results import StepResult
-
     class _Recording(_MemoRunner):
         def __init__(self) -> None:
             super().__init__()
