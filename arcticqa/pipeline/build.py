@@ -126,34 +126,47 @@ async def execute(settings: Settings, options: BuildOptions, route: Route | None
     async with open_build_context(settings, retry_rejected=options.retry_rejected) as ctx:
         with route.bind(ctx) as plan:
             if options.workers == 1:
-                summary = await run_build(ctx, discover=not options.resume, dispatch=plan.dispatch,
-                                          discover_fn=plan.discover, batch_parallelism=plan.parallelism)
-            else:
-                # discovery once, here; then every process works through the stages
-                await run_build(ctx, discover=not options.resume, stages=(), discover_fn=plan.discover)
-                helpers = _start_helpers(options.workers - 1, settings, options)
-                try:
-                    summary = await run_build(ctx, discover=False, dispatch=plan.dispatch,
-                                              batch_parallelism=plan.parallelism)
-                finally:
-                    codes = await asyncio.gather(*(asyncio.to_thread(_exit_code, p) for p in helpers))
-                failed = {f"worker {i}": f"exited {code}" for i, code in enumerate(codes, start=2) if code}
-                if failed:
-                    summary.errors["workers"] = failed
+                return await run_build(ctx, discover=not options.resume, dispatch=plan.dispatch,
+                                       discover_fn=plan.discover, batch_parallelism=plan.parallelism)
+            return await _build_with_helpers(ctx, settings, options, plan)
+
+
+async def _build_with_helpers(ctx: BuildContext, settings: Settings, options: BuildOptions,
+                              plan: BatchPlan) -> BuildSummary:
+    # the helpers start first, so their interpreter start-up (seconds) overlaps discovery; they
+    # touch the store only once discovery, done here once, has finished
+    helpers, discovered = _start_helpers(options.workers - 1, settings, options)
+    try:
+        await run_build(ctx, discover=not options.resume, stages=(), discover_fn=plan.discover)
+    except BaseException:
+        for process in helpers:
+            process.terminate()
+        await asyncio.gather(*(asyncio.to_thread(_exit_code, p) for p in helpers))
+        raise
+    discovered.set()
+    try:
+        summary = await run_build(ctx, discover=False, dispatch=plan.dispatch, batch_parallelism=plan.parallelism)
+    finally:
+        codes = await asyncio.gather(*(asyncio.to_thread(_exit_code, p) for p in helpers))
+    failed = {f"worker {i}": f"exited {code}" for i, code in enumerate(codes, start=2) if code}
+    if failed:
+        summary.errors["workers"] = failed
     return summary
 
 
-def _start_helpers(n: int, settings: Settings, options: BuildOptions) -> list[Any]:
-    """``n`` helper processes resuming this build on the same store. They get the settings
-    object itself (pickled by ``multiprocessing``), so CLI overrides reach them without a config
-    file or environment variable; ``spawn`` so no live connection or thread is copied."""
+def _start_helpers(n: int, settings: Settings, options: BuildOptions) -> tuple[list[Any], Any]:
+    """``n`` helper processes that resume this build on the same store once the returned event is
+    set. They get the settings object itself (pickled by ``multiprocessing``), so CLI overrides
+    reach them without a config file or environment variable; ``spawn`` so no live connection or
+    thread is copied."""
     spawn = multiprocessing.get_context("spawn")
+    discovered = spawn.Event()
     helper_options = options.model_copy(update={"resume": True, "workers": 1})
-    processes = [spawn.Process(target=_helper, args=(settings, helper_options), name=f"arcticqa-worker-{i}")
-                 for i in range(2, n + 2)]
+    processes = [spawn.Process(target=_helper, args=(settings, helper_options, discovered),
+                               name=f"arcticqa-worker-{i}") for i in range(2, n + 2)]
     for process in processes:
         process.start()
-    return processes
+    return processes, discovered
 
 
 def _exit_code(process: Any) -> int:
@@ -161,10 +174,14 @@ def _exit_code(process: Any) -> int:
     return int(process.exitcode or 0)
 
 
-def _helper(settings: Settings, options: BuildOptions) -> None:
+def _helper(settings: Settings, options: BuildOptions, discovered: Any) -> None:
     # a spawned process starts with a fresh interpreter: the keys of the settings' env file
     # are read again here (they never travel with the settings)
     read_env_file(settings)
+    parent = multiprocessing.parent_process()
+    while not discovered.wait(1.0):
+        if parent is not None and not parent.is_alive():
+            return  # the build that started this helper is gone: nothing to help with
     asyncio.run(execute(settings, options))
 
 
