@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from arcticqa.cli import app
 from arcticqa.config import load_settings
-from arcticqa.llm.local_server import FakeOpenAIServer
+from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.store import Store
 from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
 

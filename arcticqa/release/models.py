@@ -23,9 +23,8 @@ from pydantic import (
     model_serializer,
 )
 
-from arcticqa.evidence import SpanRef
-
 from arcticqa.errors import InputError
+from arcticqa.evidence import SpanRef
 
 __all__ = [
     "ABSTAIN_TEXT",
