@@ -25,7 +25,6 @@ from pydantic_settings import (
 )
 
 from arcticqa.errors import ConfigError
-from arcticqa.text.fetch import FetchPolicy
 
 __all__ = [
     "ROLES",
@@ -36,9 +35,13 @@ __all__ = [
     "PolicyFiles",
     "EvalModel",
     "EvaluateSettings",
+    "FetchPolicy",
+    "ExtractionLimits",
+    "ExtractionSettings",
     "Settings",
     "load_settings",
     "read_toml",
+    "read_env_file",
     "DEFAULT_CONFIG_NAME",
     "did_you_mean",
 ]
@@ -151,6 +154,76 @@ class ModelConfig(_Section):
         return value
 
 
+class FetchPolicy(_Section):
+    """``[fetch]``: how full texts may be fetched (:mod:`arcticqa.text.fetch`). Defaults are the
+    strict production settings."""
+
+    require_https: bool = True
+    max_bytes: int = Field(50 * 1024 * 1024, ge=1)
+    max_redirects: int = Field(5, ge=0)
+    connect_timeout_s: float = Field(10.0, gt=0)
+    read_timeout_s: float = Field(30.0, gt=0)
+    #: the whole download (all hops, retries excluded) must finish within this
+    total_timeout_s: float = Field(180.0, gt=0)
+    contact_email: str = "arcticqa@example.org"
+    user_agent: str = "arcticqa/0.1 (+https://github.com/arcticqa; mailto:{email})"
+    per_host_concurrency: int = Field(2, ge=1, le=2)
+    max_retries: int = Field(3, ge=0)
+    backoff_base_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, ge=0)
+    require_redistributable_license: bool = False
+    #: licence names (compared without case, spaces, '-' and '_') that allow redistribution
+    redistributable_licenses: list[str] = Field(default_factory=lambda: [
+        "cc0", "ccby", "ccbysa", "ccbync", "ccbyncsa", "ccbynd", "ccbyncnd", "publicdomain", "pd"])
+    #: DOI-based fallback URL templates tried after ``openAccessPdf.url``, e.g.
+    #: ``"https://mirror.example.org/pdf/{doi}"``; empty by default
+    doi_fallback_urls: list[str] = Field(default_factory=list)
+
+    def headers(self) -> dict[str, str]:
+        return {"User-Agent": self.user_agent.format(email=self.contact_email),
+                "Accept": "application/pdf,*/*;q=0.5", "From": self.contact_email}
+
+
+class ExtractionLimits(_Section):
+    """Bounds on one document's extraction and the sizes of its spans and chunks (the extract
+    stage's input, hashed with each attempt; :mod:`arcticqa.text.extract`)."""
+
+    max_pages: int = Field(600, ge=1)
+    time_limit_s: float = Field(120.0, gt=0)
+    span_target_chars: int = Field(600, ge=50)
+    max_span_chars: int = Field(1600, ge=100)
+    chunk_chars: int = Field(6000, ge=500)
+    chunk_overlap_chars: int = Field(500, ge=0)
+    #: also cut figure/table captions into spans (flagged ``is_caption=True``); off by default
+    caption_spans: bool = False
+    #: run each extraction in a child process with the hard limits below (see arcticqa.text.isolate)
+    isolate: bool = True
+    #: the child's address-space cap (RLIMIT_AS; the interpreter and MuPDF take ~0.6 GB of it
+    #: before the PDF is read); a PDF needing more is ``too_large``
+    memory_limit_mb: int = Field(2048, ge=768)
+
+
+class ExtractionSettings(ExtractionLimits):
+    """``[extraction]``: the document limits plus the size of the build's extraction pool."""
+
+    #: extraction processes the build keeps warm (docs/fulltext.md); None: one per core. A setting
+    #: of the build, not a limit of the document, so :meth:`limits` leaves it out of the stage's
+    #: input hash
+    workers: int | None = None
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _whole_number(cls, value: Any) -> Any:
+        # a bool is an int to Python, and "2" would be coerced: both are refused, as before
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"expected a whole number ≥ 1, got {value!r}")
+        return value
+
+    def limits(self) -> ExtractionLimits:
+        """The document limits alone: what the extract stage receives and hashes."""
+        return ExtractionLimits.model_validate(self.model_dump(exclude={"workers"}))
+
+
 class StoreSettings(_Section):
     #: any SQLAlchemy URL: sqlite:///FILE (default) or postgresql+psycopg://USER@HOST:PORT/DB
     url: str = "sqlite:///arcticqa.db"
@@ -210,6 +283,13 @@ class DiscoverySettings(_Section):
     timeout_s: float = 30.0
     max_attempts: int = Field(6, ge=1)
     page_size: int = Field(500, ge=1)  # lines per page for file sources
+
+    def api_key(self) -> str | None:
+        """The key value from the environment (or the env file), read when discovery starts;
+        None without one (the API then allows one request every 3 s)."""
+        if not self.api_key_env:
+            return None
+        return os.environ.get(self.api_key_env) or _DOTENV.get(self.api_key_env) or None
 
 
 class PolicyFiles(_Section):
@@ -288,8 +368,8 @@ class Settings(BaseSettings):
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
     policies: PolicyFiles = Field(default_factory=PolicyFiles)
     fetch: FetchPolicy = Field(default_factory=FetchPolicy)
-    #: ExtractionLimits fields (max_pages, time_limit_s, max_span_chars, ...); see docs/fulltext.md
-    extraction: dict[str, Any] = Field(default_factory=dict)
+    #: document limits (max_pages, time_limit_s, max_span_chars, ...) and the pool size; docs/fulltext.md
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     #: a dotenv file holding API keys (read at load time, never stored); or $ARCTICQA_ENV_FILE
     env_file: Path | None = None
     models: dict[str, ModelConfig] = Field(default_factory=_default_models)
@@ -338,27 +418,6 @@ class Settings(BaseSettings):
         for role in self.build.batch_roles:
             if role not in ROLES:
                 raise ValueError(f"build.batch_roles names {role!r}, which is not a role{did_you_mean(role, ROLES)}")
-        if self.extraction:
-            # [extraction] is handed to ExtractionLimits at the extract stage; a misspelt key there
-            # would be ignored silently, so it is checked here (imported only when the section is set)
-            from arcticqa.text.extract import ExtractionLimits
-
-            # ``workers`` sizes the extraction pool: a setting of the build, not a limit of the
-            # document, so it is checked here and kept out of ExtractionLimits (and its input hash)
-            workers = self.extraction.get("workers")
-            if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-                raise ValueError(f"setting 'extraction.workers': expected a whole number ≥ 1, got {workers!r}")
-            limits = {k: v for k, v in self.extraction.items() if k != "workers"}
-            for key in limits:
-                if key not in ExtractionLimits.model_fields:
-                    raise ValueError(f"setting 'extraction.{key}': unknown setting"
-                                     f"{did_you_mean(key, [*ExtractionLimits.model_fields, 'workers'])}")
-            try:
-                ExtractionLimits.model_validate(limits)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                raise ValueError(f"setting 'extraction.{'.'.join(str(p) for p in first['loc'])}': "
-                                 f"{first['msg']}") from None
         return self
 
     def model_for(self, role: str) -> ModelConfig:
@@ -374,6 +433,9 @@ class Settings(BaseSettings):
         """A hash of the settings that change outputs (recorded in manifests)."""
         # [evaluate] configures the evaluator, which reads releases: it changes no build output
         payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate"})
+        # only the extraction keys that differ from the defaults, as when [extraction] was a plain
+        # table of the keys set: hashes of earlier releases stay valid
+        payload["extraction"] = self.extraction.model_dump(mode="json", exclude_defaults=True)
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -387,6 +449,12 @@ def _load_dotenv(path: Path | str | None) -> None:
         raise ConfigError(f"{env_path}: env file not found")
     _DOTENV.clear()
     _DOTENV.update({k: v for k, v in dotenv_values(env_path).items() if v is not None})
+
+
+def read_env_file(settings: Settings) -> None:
+    """Read the keys of the settings' env file (``env_file`` or ``$ARCTICQA_ENV_FILE``) into this
+    process; :func:`load_settings` does it, and so does a process handed settings already loaded."""
+    _load_dotenv(settings.env_file or os.environ.get("ARCTICQA_ENV_FILE"))
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -423,7 +491,7 @@ def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
     Settings._toml_path = toml_path
     try:
         settings = Settings(**overrides)
-        _load_dotenv(settings.env_file or os.environ.get("ARCTICQA_ENV_FILE"))
+        read_env_file(settings)
         return settings
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -21,7 +21,6 @@ whole build (discovery → prefilter → fetch → extract → eligibility → c
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import multiprocessing
 import os
@@ -134,18 +133,25 @@ class _StoreTimer:
         return timed
 
 
-async def _local_build(config: Path, *, count_calls: bool = True) -> tuple[dict[str, StageTiming], dict[str, Any]]:
-    from arcticqa.config import load_settings
-    from arcticqa.pipeline.build import run_build
-    from arcticqa.pipeline.runner import BatchReport, StageSpec, open_build_context, run_stage_batch
-    from arcticqa.pipeline.stages import discover_papers
+@dataclass
+class _TimedRoute:
+    """Runs the batches directly, timing each stage (wall, CPU, store) and, when the build ends,
+    counting the model calls it sent."""
 
-    settings = load_settings(config)
-    timings: dict[str, StageTiming] = defaultdict(StageTiming)
-    async with open_build_context(settings) as ctx:
+    count_calls: bool = True
+    timings: dict[str, StageTiming] = field(default_factory=lambda: defaultdict(StageTiming))
+    calls: list[Any] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def bind(self, ctx: Any) -> Iterator[Any]:
+        from arcticqa.pipeline.build import BatchPlan
+        from arcticqa.pipeline.runner import BatchReport, StageSpec, run_stage_batch
+        from arcticqa.pipeline.stages import discover_papers
+
+        timings = self.timings
         timer = _StoreTimer(ctx.store)
 
-        async def discover(c: Any) -> dict[str, Any]:
+        async def discover(c: Any) -> dict[str, Any] | None:
             t0, c0 = time.perf_counter(), time.process_time()
             out = await discover_papers(c)
             timings["discover"].wall_s += time.perf_counter() - t0
@@ -164,15 +170,24 @@ async def _local_build(config: Path, *, count_calls: bool = True) -> tuple[dict[
                 t.counts[k] = t.counts.get(k, 0) + v
             return report
 
-        summary = await run_build(ctx, dispatch=dispatch, discover_fn=discover)
+        yield BatchPlan(dispatch=dispatch, discover=discover)
         for stage, spent in timer.spent.items():
             timings[stage].store_s = spent
-        calls = [c for c in ctx.store.llm_calls() if not c.cache_hit] if count_calls else []
-        ctx.store.close()
+        if self.count_calls:
+            self.calls = [c for c in ctx.store.llm_calls() if not c.cache_hit]
+
+
+def _local_build(config: Path, *, count_calls: bool = True) -> tuple[dict[str, StageTiming], dict[str, Any]]:
+    from arcticqa.config import load_settings
+    from arcticqa.pipeline.build import LocalOrchestrator, build
+
+    route = _TimedRoute(count_calls=count_calls)
+    summary = build(load_settings(config), orchestrator=LocalOrchestrator(route))
+    calls = route.calls
     extra = {"summary": summary.model_dump(mode="json"), "http_calls": len(calls),
              "calls_by_role": dict(sorted(_count(c.role for c in calls).items())),
              "failed_calls": sum(1 for c in calls if c.error)}
-    return dict(timings), extra
+    return dict(route.timings), extra
 
 
 def _count(values: Any) -> dict[str, int]:
@@ -188,12 +203,12 @@ def run_local(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
                           paper_concurrency=args.paper_concurrency, max_concurrency=args.model_concurrency,
                           extra_model=args.extra_model)
     started = time.perf_counter()
-    timings, extra = asyncio.run(_local_build(config))
+    timings, extra = _local_build(config)
     return time.perf_counter() - started, timings, extra
 
 
 def _worker(config: Path, conn: Connection) -> None:
-    timings, extra = asyncio.run(_local_build(config, count_calls=False))
+    timings, extra = _local_build(config, count_calls=False)
     conn.send((timings, extra))
 
 
@@ -223,6 +238,8 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
     import psutil
 
     import flows.build_arcticqa as flow_module
+    from arcticqa.config import load_settings
+    from arcticqa.pipeline.build import build
 
     config = write_config(work, base_url=base_url, corpus=corpus, batch_size=args.batch_size,
                           paper_concurrency=args.paper_concurrency, max_concurrency=args.model_concurrency,
@@ -241,7 +258,7 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
     me = psutil.Process()
     try:
         started, cpu0 = time.perf_counter(), time.process_time()
-        asyncio.run(flow_module.build_arcticqa(config=str(config)))
+        build(load_settings(config), orchestrator=flow_module.PREFECT)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
         server_cpu = sum(sum(p.cpu_times()[:2]) for p in me.children(recursive=True)
                          if "prefect" in " ".join(_cmdline(p)))

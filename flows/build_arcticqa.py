@@ -12,6 +12,12 @@ own context (store, gateway, worker heartbeat). In the flow's own process the ta
 flow's context in a process-local registry instead, so the default path keeps one gateway and
 one connection pool.
 
+The flow body is :func:`arcticqa.pipeline.build.execute` with a route that runs each batch as
+a task; :data:`PREFECT` is the orchestrator object the interfaces hand to
+:func:`arcticqa.pipeline.build.build` to start this flow (``pipeline`` is below ``flows`` and
+never imports it). The settings travel as the flow's ``settings`` parameter (``Settings`` as
+JSON), CLI overrides included; a deployment run may name a ``config`` file instead.
+
 Run without a server: ``python -m flows.build_arcticqa [--config FILE] [--resume]
 [--task-runner dask]`` (Prefect's ephemeral mode), or ``arcticqa build``. Serve:
 ``flows/serve.py``; work pool deployment: ``flows/deploy.py`` and ``docs/scale-out.md``.
@@ -22,6 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, cast
 
 from prefect import Flow, flow, task
@@ -30,8 +39,8 @@ from prefect.context import FlowRunContext
 from prefect.states import Failed
 
 from arcticqa.config import Settings, load_settings
-from arcticqa.errors import ArcticQAError
-from arcticqa.pipeline.build import run_build
+from arcticqa.errors import ArcticQAError, ConfigError
+from arcticqa.pipeline.build import BatchPlan, BuildOptions, BuildSummary, Orchestrator, build, execute
 from arcticqa.pipeline.runner import (
     BatchReport,
     BuildContext,
@@ -41,12 +50,13 @@ from arcticqa.pipeline.runner import (
     run_stage_batch,
     shared_context,
 )
+from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers
 
-__all__ = ["build_arcticqa", "settings_overrides", "flow_for", "dask_task_runner"]
+__all__ = ["build_arcticqa", "settings_overrides", "flow_for", "dask_task_runner", "PrefectOrchestrator",
+           "PREFECT"]
+
 
 def _spec(name: str) -> StageSpec:
-    from arcticqa.pipeline.stages import BUILD_STAGES
-
     return next(s for s in BUILD_STAGES if s.name == name)
 
 
@@ -60,24 +70,21 @@ async def _stage_batch(run_key: str, settings: dict[str, Any], retry_rejected: l
     # another process (a Dask worker): a context of our own, closed with the task, because its
     # HTTP clients belong to this task's event loop
     async with open_build_context(Settings.model_validate(settings), retry_rejected=retry_rejected) as own:
-        report = await run_stage_batch(own, spec, paper_ids)
-        own.store.close()
-        return report.as_dict()
+        return (await run_stage_batch(own, spec, paper_ids)).as_dict()
 
 
 @task(name="discover", cache_policy=NO_CACHE)
 async def _discover(run_key: str) -> dict[str, Any] | None:
-    from arcticqa.pipeline.stages import discover_papers
-
     ctx = live_context(run_key)
     assert ctx is not None, "discovery runs in the flow's process"
     return await discover_papers(ctx)
 
 
 def settings_overrides(source: str | None = None, store_url: str | None = None) -> dict[str, Any]:
+    """The ``source`` and ``store_url`` flow parameters as :func:`load_settings` overrides."""
     overrides: dict[str, Any] = {}
     if source:
-        overrides.setdefault("build", {})["source"] = source
+        overrides["build"] = {"source": source}
     if store_url:
         overrides["store"] = {"url": store_url}
     return overrides
@@ -91,37 +98,52 @@ def _uses_dask() -> bool:
 @flow(name="build-arcticqa", log_prints=True)
 async def build_arcticqa(config: str | None = None, resume: bool = False,
                          retry_rejected: list[str] | None = None, source: str | None = None,
-                         store_url: str | None = None) -> Any:
+                         store_url: str | None = None, settings: dict[str, Any] | None = None) -> Any:
     """Discover papers (unless resuming) and run every stage that is not done yet.
+
+    ``settings`` is the whole :class:`Settings` as JSON (what :data:`PREFECT` passes, CLI
+    overrides included); without it the flow loads ``config`` (a deployment run) with the
+    ``source`` and ``store_url`` overrides.
 
     An arcticqa error ends the run in a Failed state whose message is the error's one line
     (``prefect deployment run --watch`` and the UI show it; a traceback would only reach the
     serving terminal). Called directly, the flow still raises that error.
     """
     try:
-        return await _build(config, resume, retry_rejected, source, store_url)
+        loaded = _flow_settings(config, source, store_url, settings)
+        return await _build(loaded, resume, retry_rejected)
     except ArcticQAError as exc:
         return Failed(data=exc, message=f"{type(exc).__name__}: {exc}")
 
 
-async def _build(config: str | None, resume: bool, retry_rejected: list[str] | None, source: str | None,
-                 store_url: str | None) -> dict[str, Any]:
-    settings = load_settings(config)
-    if source or store_url:
-        data = settings.model_dump()
-        for key, value in settings_overrides(source, store_url).items():
-            data[key] = {**data[key], **value}
-        settings = type(settings).model_validate(data)
-    distributed = _uses_dask()
-    settings_json = settings.model_dump(mode="json")
-    rejected = list(retry_rejected or ())
-    # (the flow function may itself be pickled by value for a Dask cluster, globals included:
-    # it must not reference the registry of live contexts directly)
-    async with open_build_context(settings, retry_rejected=rejected) as ctx:
+def _flow_settings(config: str | None, source: str | None, store_url: str | None,
+                   settings: dict[str, Any] | None) -> Settings:
+    if settings is None:
+        return load_settings(config, **settings_overrides(source, store_url))
+    if config or source or store_url:
+        raise ConfigError("build-arcticqa: pass either settings or config/source/store_url, not both")
+    return Settings.model_validate(settings)
 
+
+@dataclass(frozen=True)
+class _TaskRoute:
+    """Each batch as one ``stage-batch`` task, discovery as the ``discover`` task.
+
+    Task arguments are plain data; the flow's context is found through the process-local
+    registry (the flow function may itself be pickled by value for a Dask cluster, globals
+    included: it must not reference the registry of live contexts directly).
+    """
+
+    settings_json: dict[str, Any]
+    retry_rejected: list[str]
+    distributed: bool
+    parallelism: int
+
+    @contextmanager
+    def bind(self, ctx: BuildContext) -> Iterator[BatchPlan]:
         async def dispatch(spec: StageSpec, batch_no: int, ids: list[str]) -> BatchReport:
-            args = (ctx.run_id, settings_json, rejected, spec.name, batch_no, ids)
-            if distributed:
+            args = (ctx.run_id, self.settings_json, self.retry_rejected, spec.name, batch_no, ids)
+            if self.distributed:
                 # submit() hands the task to the Dask cluster; wait off the event loop so the
                 # other batches of this window are submitted and awaited concurrently
                 future = _stage_batch.submit(*args)
@@ -133,10 +155,17 @@ async def _build(config: str | None, resume: bool, retry_rejected: list[str] | N
         async def discover(c: BuildContext) -> dict[str, Any] | None:
             return await _discover(c.run_id)
 
-        parallel = max(settings.build.dask_workers, 1) if distributed else 1
         with shared_context(ctx):
-            summary = await run_build(ctx, discover=not resume, dispatch=dispatch, discover_fn=discover,
-                                      batch_parallelism=parallel)
+            yield BatchPlan(dispatch=dispatch, discover=discover, parallelism=self.parallelism)
+
+
+async def _build(settings: Settings, resume: bool, retry_rejected: list[str] | None) -> dict[str, Any]:
+    distributed = _uses_dask()
+    rejected = list(retry_rejected or ())
+    route = _TaskRoute(settings_json=settings.model_dump(mode="json"), retry_rejected=rejected,
+                       distributed=distributed,
+                       parallelism=max(settings.build.dask_workers, 1) if distributed else 1)
+    summary = await execute(settings, BuildOptions(resume=resume, retry_rejected=tuple(rejected)), route)
     return summary.model_dump(mode="json")
 
 
@@ -159,6 +188,24 @@ def flow_for(settings: Settings) -> Flow[..., Any]:
     return build_arcticqa
 
 
+class PrefectOrchestrator:
+    """``--orchestrator prefect``: the ``build-arcticqa`` flow (ephemeral API, no server needed),
+    with the task runner ``build.task_runner`` selects, the settings as its parameter."""
+
+    name = "prefect"
+    runs_workers = False  # scale out with build.task_runner = "dask" or a work pool instead
+
+    def run(self, settings: Settings, options: BuildOptions) -> BuildSummary:
+        # Flow.__call__ is typed for sync flows; this one is async, so it returns a coroutine
+        run: Any = flow_for(settings)(settings=settings.model_dump(mode="json"), resume=options.resume,
+                                      retry_rejected=list(options.retry_rejected))
+        return BuildSummary.model_validate(asyncio.run(run))
+
+
+#: the Prefect orchestrator, for :func:`arcticqa.pipeline.build.build`
+PREFECT: Orchestrator = PrefectOrchestrator()
+
+
 def __getattr__(name: str) -> Any:
     # ``flows/build_arcticqa.py:build_arcticqa_dask`` as a deployment entrypoint, built on first
     # access so the default path never imports dask
@@ -178,17 +225,16 @@ def main() -> None:
     parser.add_argument("--store-url")
     parser.add_argument("--task-runner", choices=["default", "dask"], help="overrides build.task_runner")
     args = parser.parse_args()
-    settings = load_settings(args.config)
+    overrides = settings_overrides(args.source, args.store_url)
     if args.task_runner:
-        settings.build.task_runner = args.task_runner
-    # the importable module's flow, not __main__'s: Dask pickles __main__ functions by value
-    from flows.build_arcticqa import flow_for as importable_flow_for
+        overrides.setdefault("build", {})["task_runner"] = args.task_runner
+    settings = load_settings(args.config, **overrides)
+    # the importable module's orchestrator and flow, not __main__'s: Dask pickles __main__
+    # functions by value (a function-level import on purpose: this file may run as __main__)
+    from flows.build_arcticqa import PREFECT as importable
 
-    run: Any = importable_flow_for(settings)(config=args.config, resume=args.resume,
-                                             retry_rejected=args.retry_rejected, source=args.source,
-                                             store_url=args.store_url)
-    result = asyncio.run(run)
-    print(json.dumps(result, indent=2))
+    summary = build(settings, resume=args.resume, orchestrator=importable, retry_rejected=args.retry_rejected)
+    print(json.dumps(summary.model_dump(mode="json"), indent=2))
 
 
 if __name__ == "__main__":

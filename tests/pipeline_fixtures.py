@@ -7,7 +7,6 @@ tests drive the real openai + instructor path over loopback HTTP.
 
 from __future__ import annotations
 
-import asyncio
 import glob
 import os
 import shutil
@@ -22,8 +21,7 @@ from typing import Any
 import pytest
 
 from arcticqa.config import Settings, load_settings
-from arcticqa.pipeline.build import run_build
-from arcticqa.pipeline.runner import open_build_context
+from arcticqa.pipeline.build import build
 from arcticqa.standins.scripted import ScriptedModel, prompt_spans, results_finding
 from arcticqa.standins.synthetic import mooring_paper, stand_in_config, write_corpus
 from arcticqa.text.render import PaperSource
@@ -77,14 +75,7 @@ def write_config(directory: Path, *, base_url: str, corpus: Path, api_key_env: s
 def build_in_process(config: Path | Settings, *, resume: bool = False) -> dict[str, Any]:
     """One whole build (``resume``: without discovery) in this process; its summary as JSON data."""
     settings = config if isinstance(config, Settings) else load_settings(config)
-
-    async def go() -> dict[str, Any]:
-        async with open_build_context(settings) as ctx:
-            summary = await run_build(ctx, discover=not resume)
-            ctx.store.close()
-            return summary.model_dump(mode="json")
-
-    return asyncio.run(go())
+    return build(settings, resume=resume).model_dump(mode="json")
 
 
 def _free_port() -> int:

@@ -215,4 +215,6 @@ def test_extraction_workers_is_checked_when_the_settings_load(tmp_path: Path, va
 def test_extraction_workers_sits_beside_the_limits(tmp_path: Path) -> None:
     cfg = tmp_path / "a.toml"
     cfg.write_text("[extraction]\nworkers = 2\nmax_pages = 40\n", encoding="utf-8")
-    assert load_settings(cfg).extraction == {"workers": 2, "max_pages": 40}
+    extraction = load_settings(cfg).extraction
+    assert (extraction.workers, extraction.max_pages) == (2, 40)
+    assert "workers" not in extraction.limits().model_dump()  # the pool size is not a document limit

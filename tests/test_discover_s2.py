@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from arcticqa.config import DiscoverySettings
 from arcticqa.errors import ConfigError
 from arcticqa.papers import S2_FIELDS
 from arcticqa.sources.ratelimit import RateLimiter
@@ -37,7 +38,7 @@ def _paper(i: int, **extra: Any) -> dict[str, Any]:
 
 def _opts(s2: S2StandIn, **kw: Any) -> DiscoveryOptions:
     base: dict[str, Any] = dict(api_url=s2.url, rate_per_s=1000.0, backoff_initial_s=0.001,
-                                backoff_max_s=0.01, max_attempts=4, api_key_env="ARCTICQA_TEST_NO_KEY")
+                                backoff_max_s=0.01, max_attempts=4)
     base.update(kw)
     return DiscoveryOptions(**base)
 
@@ -204,18 +205,21 @@ def test_bad_records_from_the_api_are_recorded_not_raised() -> None:
 def test_api_key_is_sent_from_the_named_environment_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARCTICQA_TEST_S2_KEY", "secret-123")
     with S2StandIn([_paper(1)]) as s2:
+        settings = DiscoverySettings(api_url=s2.url, api_key_env="ARCTICQA_TEST_S2_KEY", rate_per_s=1000.0,
+                                     max_attempts=4)
         _run(discover(["arctic"], source="s2", checkpoint=InMemoryCheckpoint(),
-                      options=_opts(s2, api_key_env="ARCTICQA_TEST_S2_KEY")))
+                      options=DiscoveryOptions.from_settings(settings, backoff_initial_s=0.001,
+                                                             backoff_max_s=0.01)))
         headers = s2.bulk_requests()[0].headers
     assert headers.get("x-api-key") == "secret-123"
 
 
 def test_default_rate_depends_on_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ARCTICQA_TEST_S2_KEY", raising=False)
-    opts = DiscoveryOptions(api_key_env="ARCTICQA_TEST_S2_KEY")
-    assert opts.effective_rate() < 1.0
+    settings = DiscoverySettings(api_key_env="ARCTICQA_TEST_S2_KEY")
+    assert DiscoveryOptions.from_settings(settings).effective_rate() < 1.0
     monkeypatch.setenv("ARCTICQA_TEST_S2_KEY", "k")
-    assert opts.effective_rate() == 1.0
+    assert DiscoveryOptions.from_settings(settings).effective_rate() == 1.0
 
 
 def test_forbidden_is_a_config_error() -> None:

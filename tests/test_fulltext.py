@@ -11,10 +11,11 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from arcticqa.config import FetchPolicy
 from arcticqa.errors import InputError
 from arcticqa.papers import PaperRecord
 from arcticqa.stages.fetch_fulltext import fetch_fulltext, rejection_for
-from arcticqa.text.fetch import FetchPolicy, FetchResult, HostLimiter, download_pdf
+from arcticqa.text.fetch import FetchResult, HostLimiter, download_pdf
 from arcticqa.text.ingest import ingest_pdfs
 from arcticqa.text.render import PaperSource, render_paper_pdf
 from tests.fakes.pdf_server import PdfServer, Reply, pdf_server

@@ -124,13 +124,9 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
 
 def _settings_keys() -> list[tuple[str, str]]:
     """(section, key) for every setting a user can write; section "" is the top level."""
-    from arcticqa.text.extract import ExtractionLimits
-
-    # ``[extraction]`` is a plain table that config.py validates against ExtractionLimits
-    untyped_sections: dict[str, type[BaseModel]] = {"extraction": ExtractionLimits}
     keys: list[tuple[str, str]] = []
     for name, field in Settings.model_fields.items():
-        model = untyped_sections.get(name) or _model_of(field.annotation)
+        model = _model_of(field.annotation)
         if model is not None:
             keys += [(name, key) for key in model.model_fields]
         elif name == "roles":

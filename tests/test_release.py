@@ -261,7 +261,7 @@ def test_recheck_flags_leaks_and_tolerance(tmp_path: Path) -> None:
     clean = make_item(3)
     out = export([leaky, close, clean], tmp_path / "rel")
     report = validate_release(out, recheck=True)
-    assert report.recheck is not None, report.recheck_unavailable
+    assert report.recheck is not None
     assert not report.ok and not report.errors  # the schema is fine; the recheck errors make it invalid
     flagged = {(f.item_id, f.option_rank, f.rule_id, f.severity) for f in report.recheck}
     assert (leaky.item_id, None, "question.answer_leak", "error") in flagged

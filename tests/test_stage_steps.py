@@ -11,7 +11,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from arcticqa.llm.types import RoleReply
+from arcticqa.stages.accept import AcceptResult
 from arcticqa.stages.construct import STAGES, ConstructionOptions, ConstructionResult, construct_items
+from arcticqa.stages.findings import FindingsResult
+from arcticqa.stages.option_check import OptionCheckResult
+from arcticqa.stages.results import StepResult
 from tests.test_construct import (
     DOC,
     GOOD_QUESTION,
@@ -81,3 +85,27 @@ def test_every_step_goes_through_the_runner_and_resume_reruns_nothing() -> None:
     assert resumed_llm.calls == []
     assert resumed.items[0].model_dump() == first.items[0].model_dump()
     assert resumed.items[0].prompt_versions["verifier"] == "verifier/v1#test"
+
+
+def test_every_step_result_says_when_it_is_ok() -> None:
+    """The runner records a step ``succeeded`` exactly when its result is ``ok``: every step of a
+    construction that yields an item is ok, and each result type's empty outcome is not."""
+    class _Recording(_MemoRunner):
+        def __init__(self) -> None:
+            super().__init__()
+            self.results: list[tuple[str, StepResult]] = []
+
+        async def __call__(self, stage: str, subject: str, inputs: BaseModel, fn: Callable[[], Awaitable[R]],
+                           result_type: type[R]) -> R:
+            result = await super().__call__(stage, subject, inputs, fn, result_type)
+            assert isinstance(result, StepResult), stage
+            self.results.append((stage, result))
+            return result
+
+    runner = _Recording()
+    assert len(_construct(_ScriptedRoles(), runner).items) == 1
+    assert [stage for stage, _ in runner.results] == list(STAGES)
+    assert all(result.ok for _, result in runner.results), [s for s, r in runner.results if not r.ok]
+    assert not FindingsResult(paper_id="p").ok  # no finding survived its gates
+    assert not OptionCheckResult(subject="s").ok  # no option admitted
+    assert not AcceptResult(subject="s").ok  # no item

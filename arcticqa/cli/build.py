@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -58,73 +56,36 @@ SourceOption = Annotated[
 
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
          source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1) -> None:
+    # imported here, not at the top: every CLI command starts faster without the build's imports
     from arcticqa.config import load_settings
-    from arcticqa.pipeline.build import run_build
-    from arcticqa.pipeline.runner import open_build_context
+    from arcticqa.pipeline.build import LOCAL
+    from arcticqa.pipeline.build import Orchestrator as BuildOrchestrator
+    from arcticqa.pipeline.build import build as pipeline_build
 
-    cfg_path = str(config) if config else None
+    # the options travel as settings, never through the environment
+    overrides: dict[str, Any] = {}
+    if source:
+        overrides["source"] = source
     if keywords is not None:
-        # the flow reads settings itself, so the override travels as the documented env variable
-        os.environ["ARCTICQA_BUILD__KEYWORDS_FILE"] = str(keywords)
-    if batch:
-        os.environ["ARCTICQA_BUILD__BATCH"] = "true"
-    if workers > 1 and orchestrator is not Orchestrator.local:
-        err_console.print(Text.assemble(("--workers needs --orchestrator local", "red"),
-                                        " (with Prefect, use build.task_runner = "
-                                        "\"dask\" or a process work pool: docs/scale-out.md)"))
-        raise typer.Exit(2)
+        overrides["keywords_file"] = keywords
+    settings = load_settings(config, **({"build": overrides} if overrides else {}))
+    route: BuildOrchestrator = LOCAL
+    if orchestrator is Orchestrator.prefect:
+        # imported only on this route: importing Prefect costs seconds the local route never pays
+        from flows.build_arcticqa import PREFECT
+
+        route = PREFECT
     try:
-        if orchestrator is Orchestrator.prefect:
-            from flows.build_arcticqa import flow_for
-
-            # build.task_runner picks the in-process runner or Dask (docs/scale-out.md)
-            # Flow.__call__ is typed for sync flows; this one is async, so it returns a coroutine
-            run: Any = flow_for(load_settings(cfg_path))(config=cfg_path, resume=resume,
-                                                         retry_rejected=retry_rejected or [], source=source)
-            summary: dict[str, Any] = asyncio.run(run)
-        else:
-            settings = load_settings(cfg_path)
-            if source:
-                settings.build.source = source
-
-            async def go() -> dict[str, Any]:
-                async with open_build_context(settings, retry_rejected=retry_rejected or ()) as ctx:
-                    if workers == 1:
-                        return (await run_build(ctx, discover=not resume)).model_dump(mode="json")
-                    # discovery once, here; then every process works through the stages
-                    await run_build(ctx, discover=not resume, stages=())
-                    helpers = await _start_workers(workers - 1, cfg_path, retry_rejected or [], source)
-                    try:
-                        summary = (await run_build(ctx, discover=False)).model_dump(mode="json")
-                    finally:
-                        codes = await asyncio.gather(*(p.wait() for p in helpers))
-                    if any(codes):
-                        summary.setdefault("errors", {})["workers"] = {
-                            f"worker {i}": f"exited {code}" for i, code in enumerate(codes, start=2) if code}
-                    return summary
-
-            summary = asyncio.run(go())
+        summary = pipeline_build(settings, resume=resume, orchestrator=route, workers=workers, batch=batch,
+                                 retry_rejected=retry_rejected or ())
     except FailureThresholdExceeded as exc:
         err_console.print(Text.assemble(("build stopped:", "bold red"), f" {exc}"), soft_wrap=True)
         raise typer.Exit(1) from exc
-    _print_summary(dict(summary))
-    if summary.get("stopped"):
-        err_console.print(Text.assemble(("stopped early:", "yellow"), f" {summary['stopped']} (finished work is "
+    _print_summary(summary.model_dump(mode="json"))
+    if summary.stopped:
+        err_console.print(Text.assemble(("stopped early:", "yellow"), f" {summary.stopped} (finished work is "
                                         "kept; raise the cap and run `arcticqa resume`)"))
         raise typer.Exit(3)
-
-
-async def _start_workers(n: int, config: str | None, retry_rejected: list[str], source: str | None
-                         ) -> list[asyncio.subprocess.Process]:
-    """``n`` more ``arcticqa resume`` processes on the same store (they inherit the environment,
-    so --batch and --keywords travel as their ARCTICQA_ variables)."""
-    args = ["resume", "--orchestrator", "local", *(["-c", config] if config else [])]
-    for stage in retry_rejected:
-        args += ["--retry-rejected", stage]
-    env = {**os.environ, **({"ARCTICQA_BUILD__SOURCE": source} if source else {})}
-    return [await asyncio.create_subprocess_exec(sys.executable, "-m", "arcticqa", *args, env=env,
-                                                 stdout=asyncio.subprocess.DEVNULL)
-            for _ in range(n)]
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -44,8 +44,6 @@ def validate_release_cmd(
     from arcticqa.release.validate import validate_release
 
     report = validate_release(release_dir, recheck=recheck)
-    if recheck and report.recheck_unavailable:
-        raise StageError(f"--recheck is not available: {report.recheck_unavailable}")
     if as_json:
         for issue in [*report.errors, *report.warnings]:
             console.print_json(json.dumps(issue.model_dump()), indent=None)

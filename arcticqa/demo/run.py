@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.text import Text
 
 from arcticqa.outputs import os_errors, write_file
+from arcticqa.pipeline.build import LOCAL, Orchestrator
+from arcticqa.pipeline.build import build as pipeline_build
 
 __all__ = ["DemoResult", "run_demo", "check_demo_folder", "SAMPLE_CORPUS"]
 
@@ -102,18 +104,13 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
     result = DemoResult(out_dir=out_dir, build={}, items=0, artifacts={"config": config})
 
     def build() -> dict[str, Any]:
+        route: Orchestrator = LOCAL
         if orchestrator == "prefect":
-            from flows.build_arcticqa import build_arcticqa
+            # imported only on this route: importing Prefect costs seconds the local route never pays
+            from flows.build_arcticqa import PREFECT
 
-            return dict(asyncio.run(build_arcticqa(config=str(config))))
-        from arcticqa.pipeline.build import run_build
-        from arcticqa.pipeline.runner import open_build_context
-
-        async def go() -> dict[str, Any]:
-            async with open_build_context(settings) as ctx:
-                return (await run_build(ctx)).model_dump(mode="json")
-
-        return asyncio.run(go())
+            route = PREFECT
+        return pipeline_build(settings, orchestrator=route).model_dump(mode="json")
 
     result.build = _step(console, result, "build", "build-arcticqa flow on the sample corpus", build)
     store = open_store(settings)

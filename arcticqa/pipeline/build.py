@@ -1,4 +1,16 @@
-"""The build plan: discovery, then each per-paper stage in order, in batches.
+"""The build plan and the one build entry point.
+
+:func:`build` is how every caller starts a build (the CLI, the demo, the Prefect flow, the
+tests and the benches): it applies the caller's overrides to the :class:`Settings`, then hands
+the build to an :class:`Orchestrator`. Whatever the orchestrator, :func:`execute` is the one
+place that opens a build context and runs :func:`run_build` in it.
+
+The orchestrator is chosen by the caller, as an object, not by name: ``pipeline`` sits below
+``flows/``, so it cannot import the Prefect flow. :data:`LOCAL` (this module) runs the stages
+in this process (plus helper processes for ``workers > 1``); ``flows.build_arcticqa.PREFECT``
+starts the ``build-arcticqa`` flow, whose body calls :func:`execute` with a :class:`Route` that
+runs each batch as a Prefect task. Imports only point down: interfaces import ``flows`` for the
+Prefect route, ``flows`` imports this module, this module imports neither.
 
 ``dispatch`` decides how a batch runs: directly (tests, ``--orchestrator local``) or as one
 Prefect task (the ``build-arcticqa`` flow). Either way the store is the durable truth.
@@ -10,18 +22,38 @@ as it goes, and after its pass re-checks the papers another worker held until no
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from arcticqa.errors import FailureThresholdExceeded
-from arcticqa.pipeline.runner import BatchReport, BuildContext, StageSpec, run_stage_batch
+from arcticqa.config import Settings, read_env_file
+from arcticqa.errors import ConfigError, FailureThresholdExceeded
+from arcticqa.pipeline.runner import BatchReport, BuildContext, StageSpec, open_build_context, run_stage_batch
+from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers
 
-__all__ = ["BuildSummary", "Dispatch", "run_build", "batches"]
+__all__ = [
+    "BuildSummary",
+    "BuildOptions",
+    "Dispatch",
+    "DiscoverFn",
+    "BatchPlan",
+    "Route",
+    "Orchestrator",
+    "LocalOrchestrator",
+    "LOCAL",
+    "build",
+    "execute",
+    "run_build",
+    "batches",
+]
 
 Dispatch = Callable[[StageSpec, int, list[str]], Awaitable[BatchReport]]
+DiscoverFn = Callable[[BuildContext], Awaitable[dict[str, Any] | None]]
 
 
 class BuildSummary(BaseModel):
@@ -33,11 +65,166 @@ class BuildSummary(BaseModel):
     llm_spent_usd: float = 0.0
 
 
+class BuildOptions(BaseModel):
+    """What one build is asked to do besides its settings (plain data: it crosses processes)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: finish what a stopped build started: no new discovery, only the unfinished part of it
+    resume: bool = False
+    #: stages whose rejected papers run again
+    retry_rejected: tuple[str, ...] = ()
+    #: build processes sharing the store: this one plus ``workers - 1`` helpers
+    workers: int = Field(1, ge=1)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How one build's batches and discovery run (None: in this process, directly)."""
+
+    dispatch: Dispatch | None = None
+    discover: DiscoverFn | None = None
+    #: batches of one stage dispatched at once (1 in-process; the Dask workers with DaskTaskRunner)
+    parallelism: int = 1
+
+
+class Route(Protocol):
+    """Binds a :class:`BatchPlan` to an open build context for as long as the build runs."""
+
+    def bind(self, ctx: BuildContext) -> AbstractContextManager[BatchPlan]: ...
+
+
+class Orchestrator(Protocol):
+    """Runs one build to its end in this process's caller (blocking) and returns its summary."""
+
+    #: the ``--orchestrator`` name, for messages
+    name: str
+    #: whether ``workers > 1`` helper processes are supported
+    runs_workers: bool
+
+    def run(self, settings: Settings, options: BuildOptions) -> BuildSummary: ...
+
+
+@contextmanager
+def _direct(ctx: BuildContext) -> Iterator[BatchPlan]:
+    yield BatchPlan()
+
+
+class _DirectRoute:
+    def bind(self, ctx: BuildContext) -> AbstractContextManager[BatchPlan]:
+        return _direct(ctx)
+
+
+async def execute(settings: Settings, options: BuildOptions, route: Route | None = None) -> BuildSummary:
+    """Open a build context and run the build in it: the one place this sequence is written.
+
+    With ``options.workers > 1``, discovery runs here once, then ``workers - 1`` helper processes
+    (:func:`_helper`) resume the build on the same store beside this one; a helper that exits
+    non-zero is reported under ``errors["workers"]``.
+    """
+    route = route or _DirectRoute()
+    async with open_build_context(settings, retry_rejected=options.retry_rejected) as ctx:
+        with route.bind(ctx) as plan:
+            if options.workers == 1:
+                return await run_build(ctx, discover=not options.resume, dispatch=plan.dispatch,
+                                       discover_fn=plan.discover, batch_parallelism=plan.parallelism)
+            return await _build_with_helpers(ctx, settings, options, plan)
+
+
+async def _build_with_helpers(ctx: BuildContext, settings: Settings, options: BuildOptions,
+                              plan: BatchPlan) -> BuildSummary:
+    # the helpers start first, so their interpreter start-up (seconds) overlaps discovery; they
+    # touch the store only once discovery, done here once, has finished
+    helpers, discovered = _start_helpers(options.workers - 1, settings, options)
+    try:
+        await run_build(ctx, discover=not options.resume, stages=(), discover_fn=plan.discover)
+    except BaseException:
+        for process in helpers:
+            process.terminate()
+        await asyncio.gather(*(asyncio.to_thread(_exit_code, p) for p in helpers))
+        raise
+    discovered.set()
+    try:
+        summary = await run_build(ctx, discover=False, dispatch=plan.dispatch, batch_parallelism=plan.parallelism)
+    finally:
+        codes = await asyncio.gather(*(asyncio.to_thread(_exit_code, p) for p in helpers))
+    failed = {f"worker {i}": f"exited {code}" for i, code in enumerate(codes, start=2) if code}
+    if failed:
+        summary.errors["workers"] = failed
+    return summary
+
+
+def _start_helpers(n: int, settings: Settings, options: BuildOptions) -> tuple[list[Any], Any]:
+    """``n`` helper processes that resume this build on the same store once the returned event is
+    set. They get the settings object itself (pickled by ``multiprocessing``), so CLI overrides
+    reach them without a config file or environment variable; ``spawn`` so no live connection or
+    thread is copied."""
+    spawn = multiprocessing.get_context("spawn")
+    discovered = spawn.Event()
+    helper_options = options.model_copy(update={"resume": True, "workers": 1})
+    processes = [spawn.Process(target=_helper, args=(settings, helper_options, discovered),
+                               name=f"arcticqa-worker-{i}") for i in range(2, n + 2)]
+    for process in processes:
+        process.start()
+    return processes, discovered
+
+
+def _exit_code(process: Any) -> int:
+    process.join()
+    return int(process.exitcode or 0)
+
+
+def _helper(settings: Settings, options: BuildOptions, discovered: Any) -> None:
+    # a spawned process starts with a fresh interpreter: the keys of the settings' env file
+    # are read again here (they never travel with the settings)
+    read_env_file(settings)
+    parent = multiprocessing.parent_process()
+    while not discovered.wait(1.0):
+        if parent is not None and not parent.is_alive():
+            return  # the build that started this helper is gone: nothing to help with
+    asyncio.run(execute(settings, options))
+
+
+class LocalOrchestrator:
+    """The stages in this process (``--orchestrator local``), no Prefect; ``route`` (the benches'
+    timers) decides how its batches run, directly by default."""
+
+    name = "local"
+    runs_workers = True
+
+    def __init__(self, route: Route | None = None) -> None:
+        self.route = route
+
+    def run(self, settings: Settings, options: BuildOptions) -> BuildSummary:
+        return asyncio.run(execute(settings, options, self.route))
+
+
+#: the in-process orchestrator; the Prefect one is ``flows.build_arcticqa.PREFECT``
+LOCAL: Orchestrator = LocalOrchestrator()
+
+
+def build(settings: Settings, *, resume: bool = False, orchestrator: Orchestrator = LOCAL, workers: int = 1,
+          batch: bool = False, retry_rejected: Sequence[str] = ()) -> BuildSummary:
+    """Run one build: discovery (``resume``: only what a stopped build left unfinished), then
+    every stage that is not done, and return its summary.
+
+    ``batch`` sends the ``build.batch_roles`` through the provider's Batch API (the same as
+    ``build.batch = true``); ``workers`` is the number of build processes sharing the store.
+    """
+    if workers > 1 and not orchestrator.runs_workers:
+        raise ConfigError(f"--workers needs --orchestrator local (with {orchestrator.name}, use "
+                          "build.task_runner = \"dask\" or a process work pool: docs/scale-out.md)")
+    if batch and not settings.build.batch:
+        settings = settings.model_copy(update={"build": settings.build.model_copy(update={"batch": True})})
+    options = BuildOptions(resume=resume, retry_rejected=tuple(retry_rejected), workers=workers)
+    return orchestrator.run(settings, options)
+
+
 def batches(ids: Sequence[str], size: int) -> list[list[str]]:
     return [list(ids[i:i + size]) for i in range(0, len(ids), size)]
 
 
-async def _direct(ctx: BuildContext) -> Dispatch:
+def _direct_dispatch(ctx: BuildContext) -> Dispatch:
     async def dispatch(spec: StageSpec, batch_no: int, ids: list[str]) -> BatchReport:
         return await run_stage_batch(ctx, spec, ids)
 
@@ -49,7 +236,7 @@ _RECHECK = ("claimed_elsewhere", "blocked")
 
 
 async def run_build(ctx: BuildContext, *, discover: bool = True, dispatch: Dispatch | None = None,
-                    discover_fn: Callable[[BuildContext], Awaitable[dict[str, Any] | None]] | None = None,
+                    discover_fn: DiscoverFn | None = None,
                     stages: Sequence[StageSpec] | None = None, batch_parallelism: int = 1) -> BuildSummary:
     """Run every stage over every paper; then re-check papers other workers held until none are.
 
@@ -58,9 +245,7 @@ async def run_build(ctx: BuildContext, *, discover: bool = True, dispatch: Dispa
     per stage, so a paper first ``claimed_elsewhere`` and later found done by the other worker
     is counted once, as ``skipped``.
     """
-    from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers
-
-    dispatch = dispatch or await _direct(ctx)
+    dispatch = dispatch or _direct_dispatch(ctx)
     summary = BuildSummary(run_id=ctx.run_id)
     if discover:
         summary.discovered = await (discover_fn or discover_papers)(ctx)

@@ -17,7 +17,7 @@ import asyncio
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from arcticqa.evidence import Document
 from arcticqa.llm.gateway import Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
+from arcticqa.stages.results import StepResult
 from arcticqa.standins.offline.roles import OFFLINE_ROLES
 from arcticqa.store.store import Store, input_hash, open_store
 from arcticqa.store.tables import EVIDENCE_TABLES, StageRun, utcnow
@@ -51,7 +52,7 @@ __all__ = [
     "shared_context",
 ]
 
-R = TypeVar("R", bound=BaseModel)
+R = TypeVar("R", bound=StepResult)
 
 
 @dataclass
@@ -175,7 +176,10 @@ class Heartbeat:
 
 @asynccontextmanager
 async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str] = (),
-                             store: Store | None = None):  # type: ignore[no-untyped-def]
+                             store: Store | None = None) -> AsyncIterator[BuildContext]:
+    """A build context for one run: its store (``store``, or the configured one, closed on exit),
+    model gateway, HTTP client and worker heartbeat."""
+    own_store = store is None
     store = store or open_store(settings)
     run_id = uuid.uuid4().hex[:16]
     store.run_id = run_id
@@ -188,6 +192,8 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id)
     finally:
         heartbeat.stop()
+        if own_store:
+            store.close()
 
 
 def _stage_done(ctx: BuildContext, stage: str, run: StageRun | None) -> bool:
@@ -319,9 +325,9 @@ class StoreStepRunner:
         self.ctx.store.record_run(self.paper_id, stage, subject, **self._outcome(stage, result), **common)
         return result
 
-    def _outcome(self, stage: str, result: BaseModel) -> dict[str, Any]:
+    def _outcome(self, stage: str, result: StepResult) -> dict[str, Any]:
         rejections: list[Rejection] = list(getattr(result, "rejections", []) or [])
-        status: Literal["succeeded", "rejected"] = "succeeded" if _step_ok(result) else "rejected"
+        status: Literal["succeeded", "rejected"] = "succeeded" if result.ok else "rejected"
         # accepted items are written once, by the stage that owns the whole construction
         table = EVIDENCE_TABLES.get(stage) if stage != "accept" else None
         evidence = [table(stage_run_id=0, paper_id=self.paper_id, payload=result.model_dump(mode="json"))] \
@@ -330,17 +336,3 @@ class StoreStepRunner:
         return dict(status=status, output=result, rejections=rejections, evidence=evidence,
                     prompt_version=getattr(provenance, "prompt_version", None))
 
-
-def _step_ok(result: BaseModel) -> bool:
-    """Whether a construction step produced something the next step can use."""
-    if hasattr(result, "ok"):
-        return bool(result.ok)
-    if hasattr(result, "item"):  # accept
-        return result.item is not None
-    if hasattr(result, "findings"):  # findings: some candidates survived their gates
-        return bool(result.findings)
-    if hasattr(result, "admitted"):  # option checks: some options were admitted
-        return bool(result.admitted)
-    if hasattr(result, "kept"):  # distractors: some candidates passed the free gates
-        return bool(result.kept)
-    return not getattr(result, "rejections", None)

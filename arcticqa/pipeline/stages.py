@@ -10,7 +10,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from arcticqa.errors import ConfigError, StageError
+from arcticqa.errors import StageError
 from arcticqa.papers import PaperRecord
 from arcticqa.pipeline.runner import BuildContext, StageResult, StageSpec, StoreStepRunner
 from arcticqa.rules import rule
@@ -41,7 +41,6 @@ from arcticqa.stages.prefilter import (
 )
 from arcticqa.store.discovery import StoreCheckpoint
 from arcticqa.store.tables import FetchRow, ItemRow, ScreeningDecision
-from arcticqa.text.extract import ExtractionLimits
 from arcticqa.text.fetch import pdf_cache_dir
 
 __all__ = ["BUILD_STAGES", "discover_papers"]
@@ -71,10 +70,7 @@ async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False) -
     """
     settings = ctx.settings
     policy = _metadata_policy(settings.policies.metadata)
-    d = settings.discovery
-    options = DiscoveryOptions(api_url=d.api_url, api_key_env=d.api_key_env, rate_per_s=d.rate_per_s,
-                               timeout_s=d.timeout_s, max_attempts=d.max_attempts, page_size=d.page_size,
-                               server_filters=server_filters_from_policy(policy))
+    options = DiscoveryOptions.from_settings(settings.discovery, server_filters=server_filters_from_policy(policy))
     source = settings.build.source
     queries = load_queries(settings.build.keywords_file) if source.strip() == "s2" else []
     checkpoint = StoreCheckpoint(ctx.store)
@@ -153,20 +149,6 @@ async def _fetch(ctx: BuildContext, pid: str) -> StageResult:
                        rejections=[rejection] if rejection else [], evidence=[row])
 
 
-def _extraction_limits(ctx: BuildContext) -> ExtractionLimits:
-    try:
-        return ExtractionLimits.model_validate(ctx.settings.extraction)
-    except ValueError as exc:
-        raise ConfigError(f"setting 'extraction': {exc}") from exc
-
-
-def _extraction_workers(ctx: BuildContext) -> int | None:
-    # ``workers`` sizes the extraction pool (checked when the settings load); it is not an
-    # ExtractionLimits field, so it never enters the stage's input hash
-    workers = ctx.settings.extraction.get("workers")
-    return workers if isinstance(workers, int) else None
-
-
 def _fetched_path(ctx: BuildContext, pid: str) -> Path:
     run = ctx.store.latest_run(pid, "fetch_fulltext")
     if run is None or run.output is None or not run.output.get("path"):
@@ -177,15 +159,16 @@ def _fetched_path(ctx: BuildContext, pid: str) -> Path:
 def _extract_inputs(ctx: BuildContext, pid: str) -> Any:
     run = ctx.store.latest_run(pid, "fetch_fulltext")
     return {"pdf_sha256": run.output.get("sha256") if run and run.output else None,
-            "limits": _extraction_limits(ctx)}
+            "limits": ctx.settings.extraction.limits()}
 
 
 async def _extract(ctx: BuildContext, pid: str) -> StageResult:
     import asyncio
 
     path = _fetched_path(ctx, pid)
-    document = await asyncio.to_thread(extract_stage.extract_document, path, _extraction_limits(ctx),
-                                       workers=_extraction_workers(ctx))
+    extraction = ctx.settings.extraction
+    document = await asyncio.to_thread(extract_stage.extract_document, path, extraction.limits(),
+                                       workers=extraction.workers)
     rejection = extract_stage.rejection_for(document)
     summary = {"status": document.status, "message": document.message, "pages": document.pages,
                "sha256": document.sha256, "spans": len(document.spans)}

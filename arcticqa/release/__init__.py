@@ -20,8 +20,9 @@ from arcticqa.release.models import (
     ReleaseItem,
     ResponseRecord,
     SourceLicense,
+    ValidationReport,
 )
-from arcticqa.release.validate import ValidationReport, validate_release
+from arcticqa.release.validate import validate_release
 from arcticqa.release.writer import write_release
 
 __all__ = [

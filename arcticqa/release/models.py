@@ -1,4 +1,5 @@
-"""The typed records of a release folder: items, conditions, responses, manifest and funnel.
+"""The typed records of a release folder (items, conditions, responses, manifest and funnel) and
+the reports ``validate-release`` returns about one.
 
 These models are the contract of a release. ``schemas/*.schema.json`` are generated from them
 (see :mod:`arcticqa.release.schemas`), the writer serialises them and ``validate-release`` parses
@@ -10,6 +11,7 @@ valid :class:`ReleaseItem` too.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Literal
 
 from pydantic import (
@@ -21,6 +23,7 @@ from pydantic import (
     model_serializer,
 )
 
+from arcticqa.errors import InputError
 from arcticqa.evidence import SpanRef
 
 __all__ = [
@@ -45,6 +48,10 @@ __all__ = [
     "ExcludedItem",
     "Manifest",
     "license_allows_redistribution",
+    "Issue",
+    "RecheckFlag",
+    "RecheckResult",
+    "ValidationReport",
 ]
 
 #: the abstain option of both conditions (ArcticQA v1 ``prompt.json`` ``abstention_option_text``)
@@ -347,3 +354,92 @@ def license_allows_redistribution(license: str | None) -> bool:
         return False
     key = re.sub(r"[^A-Z0-9]", "", license.upper())
     return key in _OPEN_LICENSES
+
+
+# -- validation reports (validate-release and its --recheck) ---------------------------------------
+class Issue(BaseModel):
+    """One problem found in a release."""
+
+    severity: Literal["error", "warning"] = "error"
+    rule_id: str
+    path: str
+    line: int | None = None
+    field: str | None = None
+    message: str
+
+    def __str__(self) -> str:
+        where = ":".join(str(p) for p in (self.path, self.line) if p is not None)
+        suffix = f" (field '{self.field}')" if self.field else ""
+        return f"{where}: {self.message}{suffix} [{self.rule_id}]"
+
+    def to_error(self) -> InputError:
+        return InputError(f"{self.message} [{self.rule_id}]", path=self.path, line=self.line,
+                          field=self.field)
+
+
+class RecheckFlag(BaseModel):
+    """One item or option that a deterministic gate flags when re-run on the release."""
+
+    item_id: str = Field(description="the item, or '(release)' for a finding about the whole release")
+    option_rank: int | None = Field(default=None, description="None for the question or gold answer")
+    rule_id: str
+    message: str
+    severity: Literal["error", "warning"] = Field(
+        default="error", description="error: the item (or release) is wrong; warning: advice")
+
+
+class RecheckResult(BaseModel):
+    """What ``validate-release --recheck`` found (:func:`arcticqa.release.recheck.recheck_items`)."""
+
+    flags: list[RecheckFlag] = Field(default_factory=list)
+    #: the option-set cue audit, one record per strategy
+    cues: list[dict[str, Any]] = Field(default_factory=list)
+    #: distractors proved false with question, context and answer as the only evidence
+    coverage: dict[str, Any] = Field(default_factory=dict)
+
+
+class ValidationReport(BaseModel):
+    """Every issue ``validate-release`` found in one release (and, with ``--recheck``, the flags)."""
+
+    release_dir: str
+    counts: dict[str, int] = Field(default_factory=dict)
+    errors: list[Issue] = Field(default_factory=list)
+    warnings: list[Issue] = Field(default_factory=list)
+    truncated: bool = False
+    recheck: list[RecheckFlag] | None = None
+    #: the option-set cue audit of ``--recheck`` (one record per strategy), None without it
+    cues: list[dict[str, Any]] | None = None
+    #: distractors proved false with question, context and answer as the only evidence
+    coverage: dict[str, Any] | None = None
+
+    @property
+    def recheck_errors(self) -> list[RecheckFlag]:
+        return [f for f in self.recheck or [] if f.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not self.recheck_errors
+
+    def error_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(i.rule_id for i in self.errors).items()))
+
+    def recheck_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(f.rule_id for f in self.recheck or []).items()))
+
+    def raise_for_errors(self) -> None:
+        if not self.errors and self.recheck_errors:
+            flag = self.recheck_errors[0]
+            raise InputError(f"--recheck found {len(self.recheck_errors)} error(s); first: item {flag.item_id}"
+                             f"{'' if flag.option_rank is None else f' option {flag.option_rank}'}: "
+                             f"{flag.message} [{flag.rule_id}]", path=self.release_dir)
+        if self.errors:
+            first = self.errors[0]
+            more = len(self.errors) - 1
+            exc = first.to_error()
+            if more:
+                exc = InputError(f"{first.message} [{first.rule_id}] (and {more} more error(s))",
+                                 path=first.path, line=first.line, field=first.field)
+            raise exc
+
+    def add_recheck(self, result: RecheckResult) -> None:
+        self.recheck, self.cues, self.coverage = result.flags, result.cues, result.coverage

@@ -5,8 +5,7 @@ item-construction stages call. This module feeds them the published text and tur
 verdicts into :class:`RecheckFlag` records. Gates that reject carry their own rule ids
 (``question.*``, ``distractor.*``); the two checks that only make sense on a finished item
 (a direction distractor that is not a reversal, a contradiction label that no rule reproduces)
-are named by the ``recheck.*`` rules below. A gate that is not importable
-is named in ``report.recheck_unavailable`` rather than guessed at.
+are named by the ``recheck.*`` rules below.
 
 Gates used (all from the :mod:`arcticqa.gates` package API):
 
@@ -30,15 +29,16 @@ out the answer, a published label our rules cannot reproduce). The option-set cu
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
-from arcticqa.release.models import ReleaseItem
-from arcticqa.release.validate import RecheckFlag, ValidationReport
+from arcticqa.gates import answer_leak, check_distractor, contradiction, is_direction_reversal, not_standalone
+from arcticqa.gates.numbers import parse_numbers
+from arcticqa.release.cues import audit_release
+from arcticqa.release.models import RecheckFlag, RecheckResult, ReleaseItem
 from arcticqa.rules import rule
 
-__all__ = ["GATES", "SEVERITY", "recheck_items", "answer_format_odd", "deterministic_coverage"]
+__all__ = ["SEVERITY", "recheck_items", "answer_format_odd", "deterministic_coverage"]
 
 R_NOT_REVERSAL = rule("recheck.direction_not_reversal",
                       "A direction distractor does not reverse the gold answer's direction")
@@ -60,30 +60,13 @@ SEVERITY: dict[str, str] = {
     R_NOT_REPRODUCED.id: "warning",
 }
 
-#: the names the recheck needs from :mod:`arcticqa.gates`
-GATES: tuple[str, ...] = ("answer_leak", "not_standalone", "check_distractor",
-                          "is_direction_reversal", "contradiction")
-
-
-def _load() -> tuple[dict[str, Callable[..., Any]], str | None]:
-    try:
-        module = importlib.import_module("arcticqa.gates")
-    except ImportError as exc:
-        return {}, f"arcticqa.gates cannot be imported ({exc})"
-    found = {n: getattr(module, n) for n in GATES if callable(getattr(module, n, None))}
-    missing = [n for n in GATES if n not in found]
-    return found, ("arcticqa.gates lacks " + ", ".join(missing)) if missing else None
-
-
 def _is_direction(kind: str) -> bool:
     return "direction" in kind.lower()
 
 
 def answer_format_odd(answer: str, distractors: list[str]) -> str | None:
     """Why the answer's number format singles it out among the options, or None."""
-    from arcticqa.gates.numbers import parse_numbers
-
-    features = {
+    features: dict[str, Callable[[str], bool | int]] = {
         "decimals": lambda t: any(n.decimals > 0 for n in parse_numbers(t)),
         "a unit": lambda t: any(n.unit for n in parse_numbers(t)),
         "numbers": lambda t: len(parse_numbers(t)),
@@ -119,15 +102,8 @@ def deterministic_coverage(items: list[ReleaseItem], prove: Callable[..., Any]) 
     return {"distractors": total, "proved": sum(proved.values()), "by_rule": dict(sorted(proved.items()))}
 
 
-def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
-    """Run every deterministic gate on ``items``; store flags in ``report.recheck``."""
-    gates, problem = _load()
-    if problem is None:
-        from arcticqa.release.cues import audit_release
-    if problem is not None:
-        report.recheck_unavailable = problem
-        report.recheck = None
-        return
+def recheck_items(items: list[ReleaseItem]) -> RecheckResult:
+    """Run every deterministic gate on ``items``; return the flags, the cue audit and the coverage."""
     flags: list[RecheckFlag] = []
 
     def flag(item: ReleaseItem, rank: int | None, rule_id: str, message: str) -> None:
@@ -135,10 +111,9 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
         flags.append(RecheckFlag(item_id=item.item_id, option_rank=rank, rule_id=rule_id,
                                  message=message, severity="warning" if severity == "warning" else "error"))
 
-
     for item in sorted(items, key=lambda i: i.item_id):
-        for rej in (gates["answer_leak"](item.question, item.question_context, item.gold_answer),
-                    gates["not_standalone"](item.question, item.question_context)):
+        for rej in (answer_leak(item.question, item.question_context, item.gold_answer),
+                    not_standalone(item.question, item.question_context)):
             if rej is not None:
                 flag(item, None, rej.rule_id, rej.message)
         evidence = None
@@ -146,16 +121,16 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
             evidence = "\n".join(e.text or "" for e in item.evidence)
         earlier: list[str] = []
         for d in sorted(item.distractors, key=lambda d: d.rank):
-            rej = gates["check_distractor"](item.gold_answer, d.text, earlier, question=item.question)
+            rej = check_distractor(item.gold_answer, d.text, earlier, question=item.question)
             earlier.append(d.text)
             if rej is not None:
                 flag(item, d.rank, rej.rule_id, f"{d.text!r}: {rej.message}")
             # None means the gate cannot compare (no shared axis): only a definite "no" is flagged
-            if _is_direction(d.type) and gates["is_direction_reversal"](item.gold_answer, d.text) is False:
+            if _is_direction(d.type) and is_direction_reversal(item.gold_answer, d.text) is False:
                 flag(item, d.rank, R_NOT_REVERSAL.id,
                      f"{d.text!r} does not reverse the direction of {item.gold_answer!r}")
             if evidence is not None and d.verification == "deterministic-contradiction":
-                if gates["contradiction"](d.text, evidence, item.gold_answer, _answer_type(item, d.type)) is None:
+                if contradiction(d.text, evidence, item.gold_answer, _answer_type(item, d.type)) is None:
                     flag(item, d.rank, R_NOT_REPRODUCED.id,
                          f"no contradiction rule proves {d.text!r} false against the evidence")
         texts = [d.text for d in sorted(item.distractors, key=lambda d: d.rank)]
@@ -163,12 +138,11 @@ def recheck_items(items: list[ReleaseItem], report: ValidationReport) -> None:
         if odd:
             flag(item, None, R_ANSWER_FORMAT_ODD.id, f"{item.gold_answer!r}: {odd}")
     cues = audit_release(items)
-    report.coverage = deterministic_coverage(items, gates["contradiction"])
     for cue in cues:
         if cue.severity is not None:
             flags.append(RecheckFlag(
                 item_id="(release)", rule_id=R_CUE.id, severity="error" if cue.severity == "error" else "warning",
                 message=(f"'{cue.strategy}' scores {cue.accuracy:.1%} (95% CI {cue.ci_low:.1%}–{cue.ci_high:.1%}) "
                          f"against chance {cue.chance:.1%} on {cue.items} items")))
-    report.cues = [{**c.model_dump(), "severity": c.severity} for c in cues]
-    report.recheck = flags
+    return RecheckResult(flags=flags, cues=[{**c.model_dump(), "severity": c.severity} for c in cues],
+                         coverage=deterministic_coverage(items, contradiction))

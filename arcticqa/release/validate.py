@@ -4,8 +4,8 @@ Checks, in order: every JSONL line parses (size cap, UTF-8, strict JSON) and fit
 with no unknown keys; item invariants (unique ids, four distinct distractors ranked 0–3, the
 answer-present condition drops rank 3); conditions agree with their items; the manifest's
 SHA-256 of every listed file and its counts; ids referenced by responses and excluded items.
-Nothing is written. Every problem is an :class:`Issue` naming file, line and field, with a
-stable rule id; :meth:`ValidationReport.raise_for_errors` turns the first into an InputError.
+Nothing is written. Every problem is an :class:`~arcticqa.release.models.Issue` naming file, line and field, with a
+stable rule id; :meth:`~arcticqa.release.models.ValidationReport.raise_for_errors` turns the first into an InputError.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from arcticqa.errors import InputError
 from arcticqa.release.conditions import conditions_for
@@ -27,14 +26,16 @@ from arcticqa.release.models import (
     ABSTAIN_TEXT,
     ConditionRecord,
     ExcludedItem,
+    Issue,
     Manifest,
     ReleaseItem,
     ResponseRecord,
+    ValidationReport,
 )
+from arcticqa.release.recheck import recheck_items
 from arcticqa.rules import Rule, rule
 
-__all__ = ["Issue", "RecheckFlag", "ValidationReport", "validate_release", "validate_items_file",
-           "check_item", "normalise_option"]
+__all__ = ["validate_release", "validate_items_file", "check_item", "normalise_option"]
 
 R_UNREADABLE = rule("release.unreadable", "A file or line cannot be read as UTF-8 JSON")
 R_SCHEMA = rule("release.schema", "A record does not match its schema")
@@ -58,80 +59,6 @@ R_UNLISTED = rule("release.unlisted_file", "A file in the release is not listed 
 R_LISTED_ABSENT = rule("release.listed_file_absent", "A file listed in MANIFEST.json is not present")
 
 _MAX_ISSUES = 1000
-
-
-class Issue(BaseModel):
-    """One problem found in a release."""
-
-    severity: Literal["error", "warning"] = "error"
-    rule_id: str
-    path: str
-    line: int | None = None
-    field: str | None = None
-    message: str
-
-    def __str__(self) -> str:
-        where = ":".join(str(p) for p in (self.path, self.line) if p is not None)
-        suffix = f" (field '{self.field}')" if self.field else ""
-        return f"{where}: {self.message}{suffix} [{self.rule_id}]"
-
-    def to_error(self) -> InputError:
-        return InputError(f"{self.message} [{self.rule_id}]", path=self.path, line=self.line,
-                          field=self.field)
-
-
-class RecheckFlag(BaseModel):
-    """One item or option that a deterministic gate flags when re-run on the release."""
-
-    item_id: str = Field(description="the item, or '(release)' for a finding about the whole release")
-    option_rank: int | None = Field(default=None, description="None for the question or gold answer")
-    rule_id: str
-    message: str
-    severity: Literal["error", "warning"] = Field(
-        default="error", description="error: the item (or release) is wrong; warning: advice")
-
-
-class ValidationReport(BaseModel):
-    release_dir: str
-    counts: dict[str, int] = Field(default_factory=dict)
-    errors: list[Issue] = Field(default_factory=list)
-    warnings: list[Issue] = Field(default_factory=list)
-    truncated: bool = False
-    recheck: list[RecheckFlag] | None = None
-    recheck_unavailable: str | None = None
-    #: the option-set cue audit of ``--recheck`` (one record per strategy), None without it
-    cues: list[dict[str, Any]] | None = None
-    #: distractors proved false with question, context and answer as the only evidence
-    coverage: dict[str, Any] | None = None
-
-    @property
-    def recheck_errors(self) -> list[RecheckFlag]:
-        return [f for f in self.recheck or [] if f.severity == "error"]
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors and not self.recheck_errors
-
-    def error_counts(self) -> dict[str, int]:
-        return dict(sorted(Counter(i.rule_id for i in self.errors).items()))
-
-    def recheck_counts(self) -> dict[str, int]:
-        return dict(sorted(Counter(f.rule_id for f in self.recheck or []).items()))
-
-    def raise_for_errors(self) -> None:
-        if not self.errors and self.recheck_errors:
-            flag = self.recheck_errors[0]
-            raise InputError(f"--recheck found {len(self.recheck_errors)} error(s); first: item {flag.item_id}"
-                             f"{'' if flag.option_rank is None else f' option {flag.option_rank}'}: "
-                             f"{flag.message} [{flag.rule_id}]", path=self.release_dir)
-        if self.errors:
-            first = self.errors[0]
-            more = len(self.errors) - 1
-            exc = first.to_error()
-            if more:
-                exc = InputError(f"{first.message} [{first.rule_id}] (and {more} more error(s))",
-                                 path=first.path, line=first.line, field=first.field)
-            raise exc
 
 
 class _Collector:
@@ -489,9 +416,7 @@ def validate_release(release_dir: Path | str, *, recheck: bool = False) -> Valid
     if root.is_file():
         report, good_items = _items_file(root)
         if recheck:
-            from arcticqa.release.recheck import recheck_items
-
-            recheck_items(good_items, report)
+            report.add_recheck(recheck_items(good_items))
         return report
     if not root.is_dir():
         raise InputError("release folder not found", path=str(root))
@@ -519,8 +444,6 @@ def validate_release(release_dir: Path | str, *, recheck: bool = False) -> Valid
     if manifest is not None:
         _check_manifest(col, root, manifest)
     if recheck:
-        from arcticqa.release.recheck import recheck_items
-
-        recheck_items([it for _, it, good in items.values() if good], report)
+        report.add_recheck(recheck_items([it for _, it, good in items.values() if good]))
     return report
 

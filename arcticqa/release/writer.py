@@ -32,6 +32,7 @@ from arcticqa.release.models import (
     ReviewSummary,
     license_allows_redistribution,
 )
+from arcticqa.release.validate import check_item, validate_release
 
 __all__ = ["RELEASE_FORMAT", "RELEASE_FILES", "RELEASE_LAYOUTS", "write_release", "render_card"]
 
@@ -71,8 +72,6 @@ def render_card(*, release_id: str, counts: Mapping[str, Any], funnel: FunnelCou
 
 def _prepare(items: list[ReleaseItem], *, include_evidence: bool,
              require_redistributable: bool) -> tuple[list[ReleaseItem], list[ExcludedItem]]:
-    from arcticqa.release.validate import check_item
-
     seen: set[str] = set()
     for item in items:
         if item.item_id in seen:
@@ -195,8 +194,6 @@ def write_release(items: list[ReleaseItem], out_dir: Path, *, release_id: str, p
             include_evidence=include_evidence, funnel=funnel)
         (tmp / "MANIFEST.json").write_bytes(json_bytes(manifest.model_dump(mode="json",
                                                                            exclude_none=True)))
-        from arcticqa.release.validate import validate_release
-
         report = validate_release(tmp)
         if not report.ok:
             first = report.errors[0]

@@ -19,6 +19,7 @@ from arcticqa.rules import Rejection, rule
 from arcticqa.stages.findings import ClaimType, Finding, Scope, stable_id
 from arcticqa.stages.option_check import OptionCheck, Verification
 from arcticqa.stages.question import QuestionDraft
+from arcticqa.stages.results import StepResult
 
 __all__ = ["TOO_FEW_DISTRACTORS", "PaperRef", "AcceptedDistractor", "AcceptedItem",
            "AcceptResult", "order_distractors", "accept_item"]
@@ -65,10 +66,14 @@ class AcceptedItem(BaseModel):
     answer_match_confidence: Literal["deterministic", "model"] = "deterministic"
 
 
-class AcceptResult(BaseModel):
+class AcceptResult(StepResult):
     subject: str
     item: AcceptedItem | None = None
     rejections: list[Rejection] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.item is not None
 
 
 def order_distractors(texts: list[str], seed: str, item_key: str) -> list[str]:

@@ -31,6 +31,7 @@ from arcticqa.stages.findings import FINDING_PROMPT, Finding, FindingsResult, ex
 from arcticqa.stages.option_check import OPTION_PROMPT, OptionCheck, OptionCheckResult, check_options
 from arcticqa.stages.question import QUESTION_PROMPT, QuestionDraft, QuestionResult, write_question
 from arcticqa.stages.reconstruct import RECONSTRUCT_PROMPT, Reconstruction, ReconstructResult, reconstruct
+from arcticqa.stages.results import StepResult
 from arcticqa.stages.verify import NOT_ENTAILED, VERIFY_PROMPT, VerifyResult, verify
 
 __all__ = [
@@ -50,7 +51,7 @@ __all__ = [
     "construct_items",
 ]
 
-R = TypeVar("R", bound=BaseModel)
+R = TypeVar("R", bound=StepResult)
 
 STAGES = ("findings", "question", "reconstruct", "verify", "distractors", "option_check", "accept")
 

@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from arcticqa.config import DiscoverySettings
 from arcticqa.errors import ConfigError, InputError, S2RequestError, S2TokenRejected
 from arcticqa.papers import S2_FIELDS, PaperRecord
 from arcticqa.sources.ratelimit import RateLimiter
@@ -153,7 +153,8 @@ class DiscoveryOptions(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     api_url: str | None = None  # None: the library's default (https://api.semanticscholar.org)
-    api_key_env: str | None = "S2_API_KEY"
+    #: the key itself, read from the environment by the settings (:meth:`DiscoverySettings.api_key`)
+    api_key: SecretStr | None = None
     #: requests per second; None means 1/s with an API key and 1 every 3 s without
     rate_per_s: float | None = None
     timeout_s: float = 30.0
@@ -171,15 +172,18 @@ class DiscoveryOptions(BaseModel):
     #: stop after this many pages in this call (None: no limit) — for batching and tests
     max_pages: int | None = Field(None, ge=1)
 
-    def api_key(self) -> str | None:
-        if not self.api_key_env:
-            return None
-        return os.environ.get(self.api_key_env) or None
+    @classmethod
+    def from_settings(cls, settings: DiscoverySettings, **more: Any) -> DiscoveryOptions:
+        """The options ``[discovery]`` sets (``more``: the rest, e.g. the server filters)."""
+        key = settings.api_key()
+        return cls(api_url=settings.api_url, api_key=SecretStr(key) if key else None,
+                   rate_per_s=settings.rate_per_s, timeout_s=settings.timeout_s,
+                   max_attempts=settings.max_attempts, page_size=settings.page_size, **more)
 
     def effective_rate(self) -> float:
         if self.rate_per_s is not None:
             return self.rate_per_s
-        return 1.0 if self.api_key() else 1.0 / 3.0
+        return 1.0 if self.api_key else 1.0 / 3.0
 
 
 class DiscoveryCheckpoint(Protocol):
@@ -352,7 +356,7 @@ async def _discover_s2(queries: list[str], spec: SourceSpec, checkpoint: Discove
     if not queries:
         raise ConfigError("discovery from 's2' needs at least one query")
     client = S2Client(
-        api_url=options.api_url, api_key=options.api_key(), timeout_s=options.timeout_s,
+        api_url=options.api_url, api_key=options.api_key.get_secret_value() if options.api_key else None, timeout_s=options.timeout_s,
         limiter=RateLimiter(options.effective_rate()),
         retry=RetryPolicy(max_attempts=options.max_attempts,
                           backoff_initial_s=options.backoff_initial_s,

@@ -14,6 +14,7 @@ from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
 from arcticqa.stages.findings import Finding, Provenance, span_payload
 from arcticqa.stages.question import QuestionDraft
+from arcticqa.stages.results import StepResult
 
 __all__ = ["DISTRACTOR_PROMPT", "DistractorType", "DistractorCandidate", "DistractorWriterOutput",
            "DistractorsResult", "write_distractors"]
@@ -33,12 +34,17 @@ class DistractorWriterOutput(BaseModel):
     candidates: list[DistractorCandidate] = Field(min_length=4, max_length=8, description="ranked best first")
 
 
-class DistractorsResult(BaseModel):
+class DistractorsResult(StepResult):
     subject: str
     candidates: list[DistractorCandidate]
     kept: list[int] = Field(default_factory=list, description="indices into candidates, rank order")
     rejections: list[Rejection] = Field(default_factory=list)
     provenance: Provenance
+
+    @property
+    def ok(self) -> bool:
+        """Some candidates passed the free gates."""
+        return bool(self.kept)
 
     def kept_candidates(self) -> list[DistractorCandidate]:
         return [self.candidates[i] for i in self.kept]

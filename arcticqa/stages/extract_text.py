@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from arcticqa.config import ExtractionLimits
 from arcticqa.errors import StageError
 from arcticqa.evidence import Document
 from arcticqa.rules import Rejection, rule
-from arcticqa.text.extract import ExtractionLimits, extract_pdf_bytes
+from arcticqa.text.extract import extract_pdf_bytes
 from arcticqa.text.isolate import extract_isolated
 from arcticqa.text.pool import pool_supported, shared_pool
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import httpx
 
+from arcticqa.config import FetchPolicy
 from arcticqa.papers import PaperRecord
 from arcticqa.rules import Rejection, rule
 from arcticqa.text.fetch import (
-    FetchPolicy,
     FetchResult,
     HostLimiter,
     download_pdf,

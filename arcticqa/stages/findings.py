@@ -22,6 +22,7 @@ from arcticqa.gates.evidence import RESULT_SECTIONS, answer_in_evidence, cites_o
 from arcticqa.gates.text import split_sentences
 from arcticqa.llm.types import RoleClient, RoleReply
 from arcticqa.rules import Rejection, rule
+from arcticqa.stages.results import StepResult
 
 __all__ = [
     "AnswerType",
@@ -145,11 +146,16 @@ class RejectedFinding(BaseModel):
     rejections: list[Rejection]
 
 
-class FindingsResult(BaseModel):
+class FindingsResult(StepResult):
     paper_id: str
     findings: list[Finding] = Field(default_factory=list)
     rejected: list[RejectedFinding] = Field(default_factory=list)
     provenance: Provenance | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Some candidate findings survived their gates."""
+        return bool(self.findings)
 
     @property
     def rejections(self) -> list[Rejection]:

@@ -29,6 +29,7 @@ from arcticqa.rules import Rejection, rule
 from arcticqa.stages.distractors import DistractorCandidate
 from arcticqa.stages.findings import Finding, Provenance, span_payload
 from arcticqa.stages.question import QuestionDraft
+from arcticqa.stages.results import StepResult
 
 __all__ = ["OPTION_PROMPT", "MULTI_OPTION_PROMPT", "OptionVerdicts", "SUPPORTED", "NOT_CONTRADICTED", "UNRESOLVED_SPAN", "Verification",
            "OptionVerdict", "OptionCheck", "OptionCheckResult", "check_options"]
@@ -79,9 +80,14 @@ class OptionCheck(BaseModel):
     provenance: Provenance | None = None
 
 
-class OptionCheckResult(BaseModel):
+class OptionCheckResult(StepResult):
     subject: str
     checks: list[OptionCheck] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Some options were admitted."""
+        return bool(self.admitted)
 
     @property
     def admitted(self) -> list[OptionCheck]:

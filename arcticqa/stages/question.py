@@ -11,6 +11,7 @@ from arcticqa.gates.question import answer_leak, length_bounds, not_standalone, 
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
 from arcticqa.stages.findings import Finding, Provenance, span_payload
+from arcticqa.stages.results import StepResult
 
 __all__ = ["QUESTION_PROMPT", "QuestionDraft", "QuestionResult", "check_question", "write_question"]
 
@@ -24,7 +25,7 @@ class QuestionDraft(BaseModel):
     question_context: str = Field(default="", description="definitions, place, period, sample; never results")
 
 
-class QuestionResult(BaseModel):
+class QuestionResult(StepResult):
     finding_id: str
     revision: int
     draft: QuestionDraft

@@ -16,6 +16,7 @@ from arcticqa.evidence import Span, SpanRef
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection, rule
 from arcticqa.stages.findings import ClaimType, Provenance, span_payload
+from arcticqa.stages.results import StepResult
 
 __all__ = ["RECONSTRUCT_PROMPT", "UNRESOLVED_SPAN", "Reconstruction", "ReconstructResult",
            "reconstructor_variables", "reconstruct"]
@@ -34,11 +35,15 @@ class Reconstruction(BaseModel):
                                     description="other answers a careful reader could defend")
 
 
-class ReconstructResult(BaseModel):
+class ReconstructResult(StepResult):
     subject: str
     output: Reconstruction
     rejections: list[Rejection] = Field(default_factory=list)
     provenance: Provenance
+
+    @property
+    def ok(self) -> bool:
+        return not self.rejections
 
 
 def reconstructor_variables(question: str, question_context: str,

@@ -21,6 +21,7 @@ from arcticqa.rules import Rejection, rule
 from arcticqa.stages.findings import ClaimType, Finding, Provenance, span_payload
 from arcticqa.stages.question import QuestionDraft
 from arcticqa.stages.reconstruct import Reconstruction
+from arcticqa.stages.results import StepResult
 
 __all__ = [
     "VERIFY_PROMPT",
@@ -68,7 +69,7 @@ class Verdict(BaseModel):
     reason: str = ""
 
 
-class VerifyResult(BaseModel):
+class VerifyResult(StepResult):
     subject: str
     match: MatchDecision  # the deterministic matcher's decision
     match_confidence: Literal["deterministic", "model"]

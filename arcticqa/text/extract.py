@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pymupdf
-from pydantic import BaseModel, Field
 
+from arcticqa.config import ExtractionLimits
 from arcticqa.evidence import Chunk, Document, Section, Span, chunk_id_for, sha256_text, span_id_for
 from arcticqa.text.clean import Vocabulary, join_wrapped
 from arcticqa.text.layout import (
@@ -50,7 +50,7 @@ from arcticqa.text.sections import (
 )
 from arcticqa.text.spans import pack_chunks, pack_spans, sentence_bounds
 
-__all__ = ["ExtractionLimits", "extract_pdf_bytes", "TEXT_FLAGS", "PDF_MAGIC"]
+__all__ = ["extract_pdf_bytes", "TEXT_FLAGS", "PDF_MAGIC"]
 
 #: ``get_text`` flags: the dict defaults minus ligature preservation (so "ﬁ" comes out as "fi")
 #: and minus images (never decoded: a huge embedded image costs nothing).
@@ -58,24 +58,6 @@ TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES & ~pymupd
 PDF_MAGIC = b"%PDF-"
 _CLOSING = (".", "!", "?", ":", ";", "\"", "”", "»", ")", "]")
 _FOOTNOTE_MARK = re.compile(r"^[∗*†‡§¶⁰¹²³⁴⁵⁶⁷⁸⁹]")
-
-
-class ExtractionLimits(BaseModel):
-    """Bounds on one document's extraction and the sizes of its spans and chunks."""
-
-    max_pages: int = Field(600, ge=1)
-    time_limit_s: float = Field(120.0, gt=0)
-    span_target_chars: int = Field(600, ge=50)
-    max_span_chars: int = Field(1600, ge=100)
-    chunk_chars: int = Field(6000, ge=500)
-    chunk_overlap_chars: int = Field(500, ge=0)
-    #: also cut figure/table captions into spans (flagged ``is_caption=True``); off by default
-    caption_spans: bool = False
-    #: run each extraction in a child process with the hard limits below (see arcticqa.text.isolate)
-    isolate: bool = True
-    #: the child's address-space cap (RLIMIT_AS; the interpreter and MuPDF take ~0.6 GB of it
-    #: before the PDF is read); a PDF needing more is ``too_large``
-    memory_limit_mb: int = Field(2048, ge=768)
 
 
 @dataclass

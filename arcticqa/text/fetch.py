@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Literal
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
+from arcticqa.config import FetchPolicy
 from arcticqa.errors import InputError
 
 __all__ = [
     "FetchStatus",
-    "FetchPolicy",
     "FetchResult",
     "HostLimiter",
     "download_pdf",
@@ -49,38 +49,6 @@ _MAGIC_WINDOW = 1024
 _REDIRECTS = {301, 302, 303, 307, 308}
 
 
-class FetchPolicy(BaseModel):
-    """How full texts may be fetched. Defaults are the strict production settings."""
-
-    require_https: bool = True
-    max_bytes: int = Field(50 * 1024 * 1024, ge=1)
-    max_redirects: int = Field(5, ge=0)
-    connect_timeout_s: float = Field(10.0, gt=0)
-    read_timeout_s: float = Field(30.0, gt=0)
-    #: the whole download (all hops, retries excluded) must finish within this
-    total_timeout_s: float = Field(180.0, gt=0)
-    contact_email: str = "arcticqa@example.org"
-    user_agent: str = "arcticqa/0.1 (+https://github.com/arcticqa; mailto:{email})"
-    per_host_concurrency: int = Field(2, ge=1, le=2)
-    max_retries: int = Field(3, ge=0)
-    backoff_base_s: float = Field(1.0, ge=0)
-    backoff_max_s: float = Field(60.0, ge=0)
-    require_redistributable_license: bool = False
-    #: licence names (compared without case, spaces, '-' and '_') that allow redistribution
-    redistributable_licenses: list[str] = Field(default_factory=lambda: [
-        "cc0", "ccby", "ccbysa", "ccbync", "ccbyncsa", "ccbynd", "ccbyncnd", "publicdomain", "pd"])
-    #: DOI-based fallback URL templates tried after ``openAccessPdf.url``, e.g.
-    #: ``"https://mirror.example.org/pdf/{doi}"``; empty by default
-    doi_fallback_urls: list[str] = Field(default_factory=list)
-
-    def headers(self) -> dict[str, str]:
-        return {"User-Agent": self.user_agent.format(email=self.contact_email),
-                "Accept": "application/pdf,*/*;q=0.5", "From": self.contact_email}
-
-    def timeout(self) -> httpx.Timeout:
-        return httpx.Timeout(self.read_timeout_s, connect=self.connect_timeout_s)
-
-
 class FetchResult(BaseModel):
     """What one paper's acquisition produced; the store records all of it."""
 
@@ -94,6 +62,10 @@ class FetchResult(BaseModel):
     message: str | None = None
     http_status: int | None = None
     attempts: int = 0
+
+
+def _timeout(policy: FetchPolicy) -> httpx.Timeout:
+    return httpx.Timeout(policy.read_timeout_s, connect=policy.connect_timeout_s)
 
 
 def pdf_cache_dir(data_dir: Path) -> Path:
@@ -204,7 +176,7 @@ async def _attempt(url: str, *, client: httpx.AsyncClient, cache_dir: Path,
         if current.scheme not in (("https",) if policy.require_https else ("https", "http")):
             return FetchResult(status="http_error", url=url, final_url=str(current),
                                message=f"refused non-HTTPS URL {current}")
-        async with client.stream("GET", current, headers=policy.headers(), timeout=policy.timeout(),
+        async with client.stream("GET", current, headers=policy.headers(), timeout=_timeout(policy),
                                  follow_redirects=False) as response:
             if response.status_code in _REDIRECTS and "Location" in response.headers:
                 current = current.join(response.headers["Location"])

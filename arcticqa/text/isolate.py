@@ -33,8 +33,9 @@ if __name__ == "__main__":
 
 from pydantic import ValidationError  # noqa: E402
 
+from arcticqa.config import ExtractionLimits  # noqa: E402
 from arcticqa.evidence import Document  # noqa: E402
-from arcticqa.text.extract import ExtractionLimits, extract_pdf_bytes  # noqa: E402
+from arcticqa.text.extract import extract_pdf_bytes  # noqa: E402
 
 __all__ = ["extract_isolated", "STARTUP_GRACE_S", "CHILD_ENV_KEYS"]
 

@@ -54,9 +54,10 @@ if __name__ == "__main__":
 
 from pydantic import ValidationError  # noqa: E402
 
+from arcticqa.config import ExtractionLimits  # noqa: E402
 from arcticqa.errors import StageError  # noqa: E402
 from arcticqa.evidence import Document  # noqa: E402
-from arcticqa.text.extract import ExtractionLimits, extract_pdf_bytes  # noqa: E402
+from arcticqa.text.extract import extract_pdf_bytes  # noqa: E402
 from arcticqa.text.isolate import _child_env, _failed, _limit_self  # noqa: E402
 
 __all__ = ["ExtractionPool", "ChildUsage", "shared_pool", "pool_supported", "default_workers", "KILL_GRACE_S"]
