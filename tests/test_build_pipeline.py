@@ -21,6 +21,7 @@ import pytest
 from sqlmodel import select
 
 from arcticqa.config import load_settings
+from arcticqa.pipeline.funnel import funnel_counts
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
@@ -212,13 +213,13 @@ def test_export_validate_audit_and_funnel_from_a_built_store(tmp_path: Path) -> 
     html = (out / "audit.html").read_text(encoding="utf-8")
     assert "construct" in html and "<svg" in (out / "funnel.svg").read_text(encoding="utf-8")
     store = Store(load_settings(config).store.url)
-    funnel = {s.name: s.count for s in store.funnel_counts().steps}
+    funnel = {s.name: s.count for s in funnel_counts(store).steps}
     assert funnel["discovered"] == 3 and funnel["accepted"] == 2
 
 
 def test_resume_finishes_an_interrupted_discovery_and_starts_no_new_one(tmp_path: Path) -> None:
+    from arcticqa.pipeline.discovery import StoreCheckpoint
     from arcticqa.stages.discover import DiscoveryOptions, discover
-    from arcticqa.store.discovery import StoreCheckpoint
 
     corpus = make_corpus(tmp_path / "corpus")
     with FakeOpenAIServer(ScriptedModel()) as srv:

@@ -13,6 +13,7 @@ import pytest
 from sqlmodel import select
 
 from arcticqa.demo.run import SAMPLE_CORPUS, run_demo
+from arcticqa.pipeline.funnel import funnel_counts
 from arcticqa.release.validate import validate_release
 from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
@@ -40,7 +41,7 @@ def test_demo_builds_releases_audits_and_evaluates(tmp_path: Path, monkeypatch: 
     branches = _branches()
     eligible = branches["eligible_terrestrial"] + branches["eligible_marine"] + branches["eligible_russian"]
     store = Store(f"sqlite:///{out / 'arcticqa.db'}")
-    funnel = {s.name: s.count for s in store.funnel_counts().steps}
+    funnel = {s.name: s.count for s in funnel_counts(store).steps}
     assert funnel["discovered"] == sum(branches.values())
     assert funnel["prefiltered"] == funnel["discovered"] - branches["review"] - branches["closed_access"]
     assert funnel["full_text"] == funnel["prefiltered"] - branches["corrupt_pdf"] - branches["image_only_pdf"]

@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 
 from arcticqa.cli import app
 from arcticqa.demo.run import DemoResult, run_demo
+from arcticqa.pipeline.audit import audit_data
+from arcticqa.pipeline.funnel import funnel_counts
 from arcticqa.release.audit import render_audit_html
 from arcticqa.release.models import FUNNEL_STEPS
 from arcticqa.store.store import Store
-from arcticqa.store.views import audit_data
 
 pytestmark = pytest.mark.slow
 runner = CliRunner()
@@ -33,7 +34,7 @@ def store(demo: DemoResult) -> Store:
 
 
 def test_every_box_is_the_box_before_minus_what_it_left_out(store: Store, demo: DemoResult) -> None:
-    steps = store.funnel_counts().steps
+    steps = funnel_counts(store).steps
     assert [s.name for s in steps] == list(FUNNEL_STEPS)
     assert [s.unit for s in steps] == ["papers"] * 5 + ["candidates"] * 7
     for before, step in zip(steps, steps[1:], strict=False):
@@ -58,7 +59,7 @@ def test_funnel_figure_labels_are_plain_words(store: Store, tmp_path: Path) -> N
     figure = tmp_path / "f.svg"
     from arcticqa.release.funnel import STEP_LABELS, render_funnel
 
-    render_funnel(store.funnel_counts(), figure)
+    render_funnel(funnel_counts(store), figure)
     assert figure.read_text(encoding="utf-8").lstrip().startswith("<?xml")
     assert set(STEP_LABELS) == set(FUNNEL_STEPS)  # every box has a label in words
     assert all("_" not in label for label in STEP_LABELS.values())

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from arcticqa.config import ModelConfig, Settings
 from arcticqa.errors import BudgetExceeded, LLMOutputError, LLMTransportError
 from arcticqa.llm.gateway import Budget, Gateway
+from arcticqa.pipeline.ledger import StoreLedger
 from arcticqa.standins.replies import Drop, Fault, Hang, Reply, by_role, json_reply
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.store import Store
@@ -33,7 +34,7 @@ def _settings(base_url: str, **model: object) -> Settings:
 def _ask(settings: Settings, store: Store | None = None, word: str = "ice", budget: Budget | None = None
          ) -> tuple[Echo, bool]:
     async def go() -> tuple[Echo, bool]:
-        async with Gateway(settings, store, budget=budget) as gw:
+        async with Gateway(settings, StoreLedger(store) if store is not None else None, budget=budget) as gw:
             reply = await gw.ask("verifier", "_selftest/v1", {"word": word}, Echo, subject="paper-1")
             return reply.output, reply.cached
 

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from arcticqa.config import load_settings
+from arcticqa.pipeline.export import export_from_store
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import EXIT_AFTER_COMMIT_ENV
 from arcticqa.store.store import Store, open_store
-from arcticqa.store.views import export_from_store
 from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 from tests.test_crash_consistency import _check_store, _row_counts
 
@@ -121,8 +121,8 @@ def test_a_kill_after_every_commit_resumes_to_the_reference_release(tmp_path: Pa
 
 def test_resume_adds_the_papers_of_a_discovery_killed_after_its_last_page(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from arcticqa.pipeline.discovery import StoreCheckpoint
     from arcticqa.stages.discover import discover
-    from arcticqa.store.discovery import StoreCheckpoint
 
     monkeypatch.setenv("ARCTICQA_TEST_KEY", SECRET)
     corpus = make_corpus(tmp_path / "corpus", n=2)

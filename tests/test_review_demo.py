@@ -20,6 +20,8 @@ import uvicorn
 
 from arcticqa.config import load_settings
 from arcticqa.demo.run import DemoResult, run_demo
+from arcticqa.pipeline.audit import audit_data
+from arcticqa.pipeline.export import export_from_store
 from arcticqa.release.validate import validate_release
 from arcticqa.review.items import load_review_items
 from arcticqa.review.plan import SamplingRequest, extend_plan
@@ -27,7 +29,6 @@ from arcticqa.review.report import report_for_store
 from arcticqa.store.reviews import add_verdict, plan_assignments, save_plan
 from arcticqa.store.store import Store
 from arcticqa.store.tables import ReviewVerdict
-from arcticqa.store.views import audit_data, export_from_store
 from arcticqa.workbench import create_app
 from tests.conftest import REPO_ROOT
 

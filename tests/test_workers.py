@@ -25,7 +25,8 @@ from arcticqa.config import load_settings
 from arcticqa.pipeline.runner import open_build_context
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session, write_session
-from arcticqa.store.store import HOST, Store
+from arcticqa.store.runs import HOST
+from arcticqa.store.store import Store
 from arcticqa.store.tables import StageRun, Worker, utcnow
 from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 

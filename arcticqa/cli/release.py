@@ -1,34 +1,39 @@
 """CLI commands: validate-release, export, audit, funnel.
 
 ``validate-release`` needs only a folder. ``export``, ``audit`` and ``funnel`` read the store
-through ``arcticqa.store.open_store(settings)`` (``release_items()``, ``audit_data(...)``,
-``funnel_counts()``). Heavy imports stay inside the commands so ``arcticqa --help`` is fast.
+through the pipeline's adapters (``arcticqa.pipeline.export``, ``.audit``, ``.funnel``). Heavy
+imports stay inside the commands so ``arcticqa --help`` is fast.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from arcticqa.cli.app import ConfigOption, OverwriteOption, Text, app, console, err_console, handle_errors
 from arcticqa.errors import StageError
 
+if TYPE_CHECKING:
+    from arcticqa.store import Store
+
 __all__ = ["validate_release_cmd", "export_cmd", "audit_cmd", "funnel_cmd"]
 
 _MAX_PRINTED = 50
+_View = TypeVar("_View")
 
 
-def _call_store(config: Path | None, method: str, **kwargs: Any) -> Any:
-    """Open the store and call one of its release/audit views."""
+def _read_store(config: Path | None, view: Callable[[Store], _View]) -> _View:
+    """Open the existing store, build one view of it (audit, funnel), close it."""
     from arcticqa.config import load_settings
     from arcticqa.store import open_existing_store
 
     store = open_existing_store(load_settings(config))
     try:
-        return getattr(store, method)(**kwargs)
+        return view(store)
     finally:
         store.close()
 
@@ -99,9 +104,9 @@ def export_cmd(
     """Export the accepted items as a release folder (written atomically, byte-deterministic).
     Refuses (exit 2) a release without items unless --allow-empty."""
     from arcticqa.config import load_settings
+    from arcticqa.pipeline.export import export_from_store
     from arcticqa.release.jsonio import load_json
     from arcticqa.store import open_existing_store
-    from arcticqa.store.views import export_from_store
 
     prompt_data = load_json(prompt) if prompt is not None else None
     if prompt_data is not None and not isinstance(prompt_data, dict):
@@ -131,13 +136,11 @@ def audit_cmd(
 ) -> None:
     """Rejected and needs-review papers/items with stage, rule, message and evidence."""
     from arcticqa.outputs import check_file_target, write_file
-    from arcticqa.release.audit import AuditData
+    from arcticqa.pipeline.audit import audit_data
 
     if html is not None:
         check_file_target(html, overwrite=overwrite)
-    data = _call_store(config, "audit_data", stage=stage, rule=rule, paper=paper)
-    if not isinstance(data, AuditData):
-        raise StageError("the store's audit_data() did not return AuditData")
+    data = _read_store(config, lambda store: audit_data(store, stage=stage, rule=rule, paper=paper))
     if html is not None:
         from arcticqa.release.audit import render_audit_html
 
@@ -171,10 +174,11 @@ def funnel_cmd(
 ) -> None:
     """Draw the PRISMA-style flow figure of the build."""
     from arcticqa.outputs import check_file_target
+    from arcticqa.pipeline.funnel import funnel_counts
     from arcticqa.release.funnel import funnel_format, render_funnel
 
     funnel_format(out)
     check_file_target(out, overwrite=overwrite)
-    funnel = _call_store(config, "funnel_counts")
+    funnel = _read_store(config, funnel_counts)
     render_funnel(funnel, out, overwrite=overwrite)
     console.print(f"wrote {out}", highlight=False)

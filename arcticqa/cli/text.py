@@ -91,6 +91,7 @@ def ingest_pdfs_command(
 ) -> None:
     """Attach local PDFs (from institutional access, say) to papers by DOI or paperId."""
     from arcticqa.config import load_settings
+    from arcticqa.pipeline.ingest import attach_pdfs
     from arcticqa.store import open_existing_store
     from arcticqa.text.fetch import pdf_cache_dir
     from arcticqa.text.ingest import ingest_pdfs
@@ -100,7 +101,7 @@ def ingest_pdfs_command(
     store = open_existing_store(settings)
     try:
         ingested = ingest_pdfs(directory, map_csv, pdf_cache_dir(settings.build.data_dir))
-        store.attach_pdf(ingested)
+        attach_pdfs(store, ingested)
     finally:
         store.close()
     console.print(f"attached {len(ingested)} PDFs", highlight=False)

@@ -88,10 +88,12 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
              console: Console | None = None, overwrite: bool = False) -> DemoResult:
     from arcticqa.config import load_settings
     from arcticqa.evaluate.policies import run_reference_policies
+    from arcticqa.pipeline.audit import audit_data
+    from arcticqa.pipeline.export import export_from_store
+    from arcticqa.pipeline.funnel import funnel_counts
     from arcticqa.release.funnel import render_funnel
     from arcticqa.release.validate import validate_release
     from arcticqa.store.store import open_store
-    from arcticqa.store.views import audit_data, export_from_store
 
     console = console or Console()
     out_dir = out_dir.absolute()
@@ -130,7 +132,7 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
 
             _write_atomic(out_dir / "audit.html", render_audit_html(audit_data(store)))
             for suffix in ("png", "svg"):
-                render_funnel(store.funnel_counts(), out_dir / f"funnel.{suffix}")
+                render_funnel(funnel_counts(store), out_dir / f"funnel.{suffix}")
 
         _step(console, result, "audit", "write the audit page and the funnel figure", audit)
         result.artifacts.update({"audit": out_dir / "audit.html", "funnel": out_dir / "funnel.png"})

@@ -32,10 +32,12 @@ from arcticqa.errors import BudgetExceeded, ClaimedElsewhere
 from arcticqa.evidence import Document
 from arcticqa.llm.gateway import Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
+from arcticqa.pipeline.ledger import StoreLedger
 from arcticqa.rules import Rejection
 from arcticqa.stages.results import StepResult
 from arcticqa.standins.offline.roles import OFFLINE_ROLES
-from arcticqa.store.store import Store, input_hash, open_store
+from arcticqa.store.runs import input_hash
+from arcticqa.store.store import Store, open_store
 from arcticqa.store.tables import EVIDENCE_TABLES, StageRun, utcnow
 
 __all__ = [
@@ -182,11 +184,11 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
     own_store = store is None
     store = store or open_store(settings)
     run_id = uuid.uuid4().hex[:16]
-    store.run_id = run_id
     heartbeat = Heartbeat(store, settings.store.heartbeat_s)
+    ledger = StoreLedger(store, run_id)
     try:
         # roles configured offline (the default) are answered by the rule-based stand-ins
-        async with Gateway(settings, store, ledger=store, run_id=run_id, offline_roles=OFFLINE_ROLES) as gateway, \
+        async with Gateway(settings, ledger, ledger=ledger, run_id=run_id, offline_roles=OFFLINE_ROLES) as gateway, \
                 httpx.AsyncClient() as http:
             yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id)

@@ -12,6 +12,7 @@ from typing import Any
 
 from arcticqa.errors import StageError
 from arcticqa.papers import PaperRecord
+from arcticqa.pipeline.discovery import StoreCheckpoint
 from arcticqa.pipeline.runner import BuildContext, StageResult, StageSpec, StoreStepRunner
 from arcticqa.rules import rule
 from arcticqa.sources import resolve_local_pdf
@@ -39,7 +40,6 @@ from arcticqa.stages.prefilter import (
     prefilter,
     server_filters_from_policy,
 )
-from arcticqa.store.discovery import StoreCheckpoint
 from arcticqa.store.tables import FetchRow, ItemRow, ScreeningDecision
 from arcticqa.text.fetch import pdf_cache_dir
 

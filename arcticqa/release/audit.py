@@ -78,7 +78,7 @@ class AuditPaper(BaseModel):
 
 
 class AuditData(BaseModel):
-    """Everything the audit report shows. Built by the store (``audit_data()``)."""
+    """Everything the audit report shows. Built from the store by ``arcticqa.pipeline.audit.audit_data``."""
 
     title: str = "arcticqa build audit"
     release_id: str | None = None

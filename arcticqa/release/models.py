@@ -58,7 +58,7 @@ __all__ = [
 ABSTAIN_TEXT = "I abstain from answering"
 
 #: the build's funnel, in order (the PRISMA-style figure draws them top to bottom): the paper
-#: boxes, then the candidate-item boxes (arcticqa.store.views.funnel_counts builds them)
+#: boxes, then the candidate-item boxes (arcticqa.pipeline.funnel.funnel_counts builds them)
 FUNNEL_STEPS: tuple[str, ...] = (
     "discovered", "prefiltered", "full_text", "eligible", "with_items",
     "candidates", "questions", "reconstructed", "verified", "distractors", "options_checked", "accepted",

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlmodel import col, select
-
 from arcticqa.sources import RawRecord
-from arcticqa.store.db import read_session
-from arcticqa.store.store import Store
+from arcticqa.store import Store
 from arcticqa.store.tables import DiscoveryPage
 from arcticqa.store.tables import RawRecord as RawRecordRow
 
@@ -48,6 +45,4 @@ class StoreCheckpoint:
 
     def all_records(self) -> list[RawRecord]:
         """Every raw record ever discovered (all queries, all runs), in arrival order."""
-        with read_session(self.store.engine) as s:
-            rows = s.exec(select(RawRecordRow).order_by(col(RawRecordRow.id))).all()
-            return [RawRecord.model_validate(r.payload) for r in rows if r.payload]
+        return [RawRecord.model_validate(r.payload) for r in self.store.raw_records() if r.payload]

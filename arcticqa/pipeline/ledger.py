@@ -1,0 +1,54 @@
+"""The gateway's sinks wired to the store: model call records and Batch API jobs.
+
+``arcticqa.llm`` declares what it needs (``CallRecorder`` for call records and the answer cache,
+``BatchLedger`` for batch jobs) and the store declares what it persists
+(``arcticqa.store.ledger``); neither imports the other. :class:`StoreLedger` joins them for a
+build: call records pass through unchanged (the store reads the fields it keeps), batch jobs are
+translated between the two shapes, and every record is stamped with the build's run id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arcticqa.llm.batch import BatchJob, LineResult
+from arcticqa.llm.gateway import CallRecord
+from arcticqa.store import Store
+
+__all__ = ["StoreLedger"]
+
+
+class StoreLedger:
+    """Implements ``arcticqa.llm.gateway.CallRecorder`` and ``arcticqa.llm.batch.BatchLedger``
+    on a store, for one build run (``run_id``)."""
+
+    def __init__(self, store: Store, run_id: str | None = None) -> None:
+        self.store, self.run_id = store, run_id
+
+    # -- CallRecorder ---------------------------------------------------------------------------
+    def cached_output(self, request_hash: str) -> dict[str, Any] | None:
+        return self.store.cached_output(request_hash)
+
+    def record_calls(self, records: list[CallRecord]) -> None:
+        self.store.record_calls(records, run_id=self.run_id)
+
+    # -- BatchLedger ----------------------------------------------------------------------------
+    def batch_answer(self, body_sha256: str) -> dict[str, Any] | None:
+        return self.store.batch_answer(body_sha256)
+
+    def open_batches(self, endpoint: str) -> list[BatchJob]:
+        return [BatchJob(id=o.job.id, endpoint=o.job.endpoint, model=o.job.model, status=o.job.status,
+                         input_file_id=o.job.input_file_id, run_id=o.job.run_id, lines=dict(o.lines))
+                for o in self.store.open_batches(endpoint)]
+
+    def record_batch(self, job: BatchJob) -> None:
+        self.store.record_batch(job.id, endpoint=job.endpoint, model=job.model, status=job.status,
+                                input_file_id=job.input_file_id, lines=job.lines, run_id=job.run_id)
+
+    def update_batch(self, batch_id: str, status: str) -> None:
+        self.store.update_batch(batch_id, status)
+
+    def ingest_batch(self, batch_id: str, status: str, results: list[LineResult], *,
+                     output_file_id: str | None, error_file_id: str | None, error: str | None) -> None:
+        self.store.ingest_batch(batch_id, status, results, output_file_id=output_file_id,
+                                error_file_id=error_file_id, error=error)

@@ -1,0 +1,174 @@
+"""The ledger of model calls and Batch API jobs: what every model request asked and got back.
+
+The store owns the persisted shape. :class:`ModelCallFields` and :class:`BatchLineFields` name
+the fields an ``llm_call`` row and a batch line are written from; the gateway's own records
+(``arcticqa.llm``) meet them structurally, so the store imports nothing of ``llm`` and the
+pipeline (``arcticqa.pipeline.ledger``) hands them over without copying (the call record is on
+the hot path of every model call). mypy checks that the two shapes fit where they meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import bindparam, insert, update
+from sqlalchemy.engine import Engine
+from sqlmodel import col, select
+
+from arcticqa.store.db import read_session, write_connection
+from arcticqa.store.tables import LLMBatch, LLMBatchRequest, LLMCall, utcnow
+
+__all__ = ["ModelLedger", "ModelCallFields", "BatchLineFields", "OpenBatch", "CALL_FIELDS"]
+
+_CALL = LLMCall.__table__  # type: ignore[attr-defined]
+_BATCH = LLMBatch.__table__  # type: ignore[attr-defined]
+_BATCH_LINE = LLMBatchRequest.__table__  # type: ignore[attr-defined]
+#: the ``llm_call`` columns a call record fills (the ledger adds ``id``, ``run_id``, ``created_at``)
+CALL_FIELDS = ("request_hash", "attempt", "role", "provider", "model", "prompt_version", "subject", "request",
+               "raw_response", "parsed", "tokens_in", "tokens_out", "cost_usd", "latency_s", "cache_hit", "error")
+
+# Hot-path statements are built once with bound parameters (see arcticqa.store.runs)
+_CACHED_OUTPUT = select(_CALL.c.parsed).where(
+    _CALL.c.request_hash == bindparam("request_hash"), _CALL.c.error.is_(None), _CALL.c.parsed.is_not(None),
+    _CALL.c.cache_hit.is_(False)).limit(1)
+_INSERT_CALL = insert(_CALL)
+_ANSWER_LINE = update(_BATCH_LINE).where(_BATCH_LINE.c.batch_id == bindparam("b_batch"),
+                                         _BATCH_LINE.c.custom_id == bindparam("b_custom"))
+
+
+class ModelCallFields(Protocol):
+    """One attempt (or cache hit) of one role call, as an ``llm_call`` row is written from it."""
+
+    @property
+    def request_hash(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def prompt_version(self) -> str: ...
+    @property
+    def subject(self) -> str | None: ...
+    @property
+    def request(self) -> dict[str, Any]: ...
+    @property
+    def raw_response(self) -> dict[str, Any] | None: ...
+    @property
+    def parsed(self) -> dict[str, Any] | None: ...
+    @property
+    def tokens_in(self) -> int: ...
+    @property
+    def tokens_out(self) -> int: ...
+    @property
+    def cost_usd(self) -> float: ...
+    @property
+    def latency_s(self) -> float: ...
+    @property
+    def cache_hit(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class BatchLineFields(Protocol):
+    """What came back for one line of a batch job."""
+
+    @property
+    def custom_id(self) -> str: ...
+    @property
+    def status_code(self) -> int | None: ...
+    @property
+    def response(self) -> dict[str, Any] | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class OpenBatch:
+    """A submitted job whose results are not stored yet; ``lines`` maps custom_id → request body hash."""
+
+    job: LLMBatch
+    lines: dict[str, str]
+
+
+class ModelLedger:
+    """Model calls and Batch API jobs; a part of :class:`arcticqa.store.Store`."""
+
+    engine: Engine
+
+    # -- model calls ------------------------------------------------------------------------------
+    def cached_output(self, request_hash: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            parsed = conn.execute(_CACHED_OUTPUT, {"request_hash": request_hash}).scalar()
+            return parsed if isinstance(parsed, dict) else None
+
+    def record_calls(self, records: Sequence[ModelCallFields], *, run_id: str | None = None) -> None:
+        if not records:
+            return
+        created = utcnow()
+        with write_connection(self.engine) as conn:
+            conn.execute(_INSERT_CALL, [
+                {**{k: getattr(r, k) for k in CALL_FIELDS}, "run_id": run_id, "created_at": created}
+                for r in records])
+
+    def llm_calls(self) -> list[LLMCall]:
+        with read_session(self.engine) as s:
+            return list(s.exec(select(LLMCall).order_by(col(LLMCall.id))).all())
+
+    # -- Batch API jobs ---------------------------------------------------------------------------
+    def batch_answer(self, body_sha256: str) -> dict[str, Any] | None:
+        """The stored 200 answer to a request with exactly this body, from any ingested job."""
+        with self.engine.connect() as conn:
+            response = conn.execute(select(_BATCH_LINE.c.response).where(
+                _BATCH_LINE.c.body_sha256 == body_sha256, _BATCH_LINE.c.status_code == 200,
+                _BATCH_LINE.c.response.is_not(None)).limit(1)).scalar()
+            return response if isinstance(response, dict) else None
+
+    def open_batches(self, endpoint: str) -> list[OpenBatch]:
+        """Jobs submitted to ``endpoint`` whose results are not stored yet (a build stopped first)."""
+        with self.engine.connect() as conn:
+            jobs = conn.execute(select(_BATCH).where(_BATCH.c.endpoint == endpoint,
+                                                     _BATCH.c.status != "ingested")).all()
+            out = []
+            for job in jobs:
+                lines = conn.execute(select(_BATCH_LINE.c.custom_id, _BATCH_LINE.c.body_sha256).where(
+                    _BATCH_LINE.c.batch_id == job.id)).all()
+                out.append(OpenBatch(LLMBatch(**job._mapping), {c: h for c, h in lines}))
+            return out
+
+    def record_batch(self, batch_id: str, *, endpoint: str, model: str, status: str, input_file_id: str,
+                     lines: Mapping[str, str], run_id: str | None) -> None:
+        """A submitted job and the body hash of each of its lines (custom_id → hash)."""
+        with write_connection(self.engine) as conn:
+            conn.execute(insert(_BATCH).values(id=batch_id, endpoint=endpoint, model=model, status=status,
+                                               input_file_id=input_file_id, request_count=len(lines),
+                                               answered=0, run_id=run_id, created_at=utcnow()))
+            conn.execute(insert(_BATCH_LINE), [{"batch_id": batch_id, "custom_id": c, "body_sha256": h}
+                                               for c, h in lines.items()])
+
+    def update_batch(self, batch_id: str, status: str) -> None:
+        with write_connection(self.engine) as conn:
+            conn.execute(update(_BATCH).where(_BATCH.c.id == batch_id, _BATCH.c.status != "ingested")
+                         .values(status=status))
+
+    def ingest_batch(self, batch_id: str, status: str, results: Sequence[BatchLineFields], *,
+                     output_file_id: str | None, error_file_id: str | None, error: str | None) -> None:
+        """A job's results, in one transaction; the job is ``ingested`` (its provider status is
+        kept in ``error`` when it did not complete)."""
+        with write_connection(self.engine) as conn:
+            if results:  # one statement for every line (a job may have 50,000)
+                conn.execute(_ANSWER_LINE, [{"b_batch": batch_id, "b_custom": r.custom_id, "status_code": r.status_code,
+                                             "response": r.response, "error": r.error} for r in results])
+            note = None if status == "completed" else f"{status}: {error or 'see the lines'}"
+            conn.execute(update(_BATCH).where(_BATCH.c.id == batch_id).values(
+                status="ingested", output_file_id=output_file_id, error_file_id=error_file_id,
+                answered=sum(1 for r in results if r.status_code == 200), error=note, finished_at=utcnow()))
+
+    def batches(self) -> list[LLMBatch]:
+        with read_session(self.engine) as s:
+            return list(s.exec(select(LLMBatch).order_by(col(LLMBatch.created_at))).all())

@@ -1,0 +1,332 @@
+"""Stage attempts, claims and workers: the part of the store the runner writes on every step.
+
+Each (paper, stage, subject) attempt is a ``stage_run`` row. The runner opens one, then closes it
+with the stage's typed result, its rejections and evidence rows in a single transaction, so a
+crash leaves either the whole attempt or a ``running`` row that resume treats as not done.
+
+Several build processes may share one store (``docs/scale-out.md``). Each registers a
+:class:`~arcticqa.store.tables.Worker` and heartbeats it; work is taken with :meth:`RunLog.claim_run`,
+one write transaction that reads the newest attempt and inserts the next one as ``running``. A
+``running`` attempt whose worker is alive is left alone; one whose worker is gone (pid dead on
+this host, heartbeat stale, or cleanly stopped) is taken over by a new attempt.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import socket
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from sqlalchemy import and_, bindparam, func, insert, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import SQLModel, col, select
+
+from arcticqa import __version__
+from arcticqa.errors import StoreError
+from arcticqa.evidence import Document
+from arcticqa.rules import Rejection
+from arcticqa.store.db import read_session, write_connection, write_session
+from arcticqa.store.tables import DocumentRow, RejectionRow, SpanRow, StageRun, Worker, utcnow
+
+__all__ = ["RunLog", "Claim", "input_hash", "HOST", "pid_alive"]
+
+# Core tables for the per-step hot path (see arcticqa.store.db.write_connection)
+_RUN = StageRun.__table__  # type: ignore[attr-defined]
+_WORKER = Worker.__table__  # type: ignore[attr-defined]
+_REJECTION = RejectionRow.__table__  # type: ignore[attr-defined]
+_DOCUMENT = DocumentRow.__table__  # type: ignore[attr-defined]
+_SPAN = SpanRow.__table__  # type: ignore[attr-defined]
+
+
+# Hot-path statements are built once with bound parameters: building a SQLAlchemy expression
+# costs more CPU than executing its cached compiled form.
+_WHERE_STEP = and_(_RUN.c.paper_id == bindparam("paper_id"), _RUN.c.stage == bindparam("stage"),
+                   _RUN.c.subject == bindparam("subject"))
+_NEWEST_RUN = select(_RUN).where(_WHERE_STEP).order_by(_RUN.c.attempt.desc()).limit(1)
+_LAST_ATTEMPT = select(func.max(_RUN.c.attempt)).where(_WHERE_STEP)
+_INSERT_RUN = insert(_RUN)
+_CLOSE_RUN = update(_RUN).where(_RUN.c.id == bindparam("b_id"))  # SET takes the columns given
+_INSERT_REJECTION = insert(_REJECTION)
+
+
+def _newest_run(conn: Connection, paper_id: str, stage: str, subject: str) -> StageRun | None:
+    row = conn.execute(_NEWEST_RUN, {"paper_id": paper_id, "stage": stage, "subject": subject}).first()
+    return StageRun(**row._mapping) if row is not None else None
+
+
+def _outcome(status: str, output: BaseModel | dict[str, Any] | None, error: BaseException | None,
+             prompt_version: str | None) -> dict[str, Any]:
+    """The columns that close an attempt."""
+    if status not in ("succeeded", "rejected", "failed"):
+        raise ValueError(f"bad final status {status!r}")
+    payload = output.model_dump(mode="json") if isinstance(output, BaseModel) else output
+    changes: dict[str, Any] = {"status": status, "output": payload, "finished_at": utcnow()}
+    if prompt_version:
+        changes["prompt_version"] = prompt_version
+    if error is not None:
+        changes["error_class"] = type(error).__name__
+        changes["error_message"] = str(error)[:4000]
+    return changes
+
+
+def _write_evidence(conn: Connection, run_id: int, paper_id: str, subject: str, rejections: Sequence[Rejection],
+                    evidence: Sequence[SQLModel], document: Document | None) -> None:
+    """An attempt's rejections, evidence rows and extracted document, owned by ``run_id``."""
+    owner = {"stage_run_id": run_id, "paper_id": paper_id, "subject": subject}
+    if rejections:
+        conn.execute(_INSERT_REJECTION, [
+            {**owner, "stage": r.stage, "rule_id": r.rule_id, "message": r.message,
+             "evidence": json.loads(json.dumps(r.evidence, default=str)), "created_at": utcnow()}
+            for r in rejections])
+    for ev in evidence:
+        table = type(ev).__table__  # type: ignore[attr-defined]
+        row = {c.name: getattr(ev, c.name) for c in table.columns if c.name != "id"}
+        for key, value in owner.items():
+            if key in row and row[key] in (None, "", 0):
+                row[key] = value
+        conn.execute(_insert(table), row)
+    if document is not None:
+        doc_id = _new_id(conn.execute(insert(_DOCUMENT).values(
+            **owner, sha256=document.sha256, status=document.status, pages=document.pages,
+            text=document.text, payload=document.model_dump(mode="json"), created_at=utcnow())))
+        if document.spans:
+            conn.execute(insert(_SPAN), [
+                {"document_id": doc_id, "span_id": sp.id, "section": sp.section, "page": sp.page,
+                 "start": sp.start, "end": sp.end, "sha256": sp.sha256, "text": sp.text}
+                for sp in document.spans])
+
+
+@functools.lru_cache(maxsize=64)
+def _insert(table: Any) -> Any:
+    return insert(table)
+
+
+def _new_id(result: Any) -> int:
+    key = result.inserted_primary_key
+    if key is None:
+        raise StoreError("the database did not return the new row's id")
+    return int(key[0])
+
+
+def _host_identity() -> str:
+    """This machine *and* pid namespace: two containers on one box may reuse the same pids."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = ""
+    return f"{socket.gethostname()}/{ns}" if ns else socket.gethostname()
+
+
+#: identifies where a worker's pid can be checked with ``os.kill(pid, 0)``
+HOST = _host_identity()
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists here (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    try:  # a killed child that its parent has not reaped yet is still "there" for kill(0)
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@dataclass
+class Claim:
+    """The outcome of :meth:`Store.claim_run`.
+
+    ``claimed``: ``run`` is our new ``running`` attempt. ``done``: the newest attempt already
+    satisfies the caller (``run`` is it). ``held``: another live worker is running it.
+    """
+
+    status: Literal["claimed", "done", "held"]
+    run: StageRun | None
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def input_hash(value: Any) -> str:
+    """Hash of a stage's inputs: pydantic models and plain JSON alike, key order ignored."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+                          .encode()).hexdigest()
+
+
+class RunLog:
+    """Stage attempts, rejections, workers and claims; a part of :class:`arcticqa.store.Store`."""
+
+    engine: Engine
+    #: a worker whose heartbeat is older than this is gone, and its ``running`` attempts free
+    stale_after_s: float
+
+    # -- stage runs ---------------------------------------------------------------------------
+    def latest_run(self, paper_id: str, stage: str, subject: str = "") -> StageRun | None:
+        with self.engine.connect() as conn:
+            return _newest_run(conn, paper_id, stage, subject)
+
+    def start_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str,
+                  run_id: str | None = None, prompt_version: str | None = None) -> StageRun:
+        with write_session(self.engine) as s:
+            last = s.exec(select(func.max(StageRun.attempt)).where(
+                StageRun.paper_id == paper_id, StageRun.stage == stage, StageRun.subject == subject)).one()
+            row = StageRun(paper_id=paper_id, stage=stage, subject=subject, attempt=(last or 0) + 1,
+                           status="running", input_hash=input_hash, code_version=__version__,
+                           prompt_version=prompt_version, run_id=run_id, started_at=utcnow())
+            s.add(row)
+            s.flush()
+            s.refresh(row)
+            return row
+
+    # -- workers and claims (several build processes on one store) -------------------------------
+    def register_worker(self) -> str:
+        """Record this process as a worker; returns its id (put on every attempt it claims)."""
+        worker_id = uuid.uuid4().hex
+        with write_session(self.engine) as s:
+            s.add(Worker(id=worker_id, host=HOST, pid=os.getpid()))
+        return worker_id
+
+    def heartbeat(self, worker_id: str) -> None:
+        with write_session(self.engine) as s:
+            s.execute(update(Worker).where(col(Worker.id) == worker_id).values(heartbeat_at=utcnow()))
+
+    def stop_worker(self, worker_id: str) -> None:
+        """A clean exit: whatever this worker still has ``running`` is free to take at once."""
+        with write_session(self.engine) as s:
+            s.execute(update(Worker).where(col(Worker.id) == worker_id).values(stopped_at=utcnow()))
+
+    def workers(self) -> list[Worker]:
+        with read_session(self.engine) as s:
+            return list(s.exec(select(Worker).order_by(col(Worker.started_at))).all())
+
+    def worker_alive(self, worker: Worker | None) -> bool:
+        if worker is None or worker.stopped_at is not None:
+            return False
+        if worker.host == HOST and not pid_alive(worker.pid):
+            return False  # killed here: no need to wait for the heartbeat to go stale
+        return utcnow() - _aware(worker.heartbeat_at) < timedelta(seconds=self.stale_after_s)
+
+    def run_is_live(self, run: StageRun, conn: Connection | None = None) -> bool:
+        """Whether a ``running`` attempt is still being worked on by a live worker."""
+        if run.status != "running" or run.worker_id is None:
+            return False  # attempts from before workers existed, or crashed single-process builds
+        if conn is None:
+            with self.engine.connect() as conn2:
+                return self.run_is_live(run, conn2)
+        row = conn.execute(select(_WORKER).where(_WORKER.c.id == run.worker_id)).first()
+        return self.worker_alive(Worker(**row._mapping) if row is not None else None)
+
+    def claim_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str, worker_id: str | None,
+                  run_id: str | None = None, done: Callable[[StageRun], bool]) -> Claim:
+        """Take (paper, stage, subject) for this worker unless it is done or held by a live worker.
+
+        One write transaction: read the newest attempt, decide, insert attempt+1 as ``running``.
+        SQLite's ``BEGIN IMMEDIATE`` serialises the whole read-decide-insert. On PostgreSQL
+        (READ COMMITTED) two workers may both read attempt n; the unique constraint on
+        (paper_id, stage, subject, attempt) lets exactly one insert n+1 and the other gets an
+        ``IntegrityError``, which means "claimed by another worker".
+        """
+        try:
+            with write_connection(self.engine) as conn:
+                last = _newest_run(conn, paper_id, stage, subject)
+                if last is not None and done(last):
+                    return Claim("done", last)
+                if last is not None and last.status == "running" and self.run_is_live(last, conn):
+                    return Claim("held", last)
+                values: dict[str, Any] = dict(paper_id=paper_id, stage=stage, subject=subject,
+                              attempt=(last.attempt if last else 0) + 1, status="running",
+                              input_hash=input_hash, code_version=__version__, run_id=run_id,
+                              worker_id=worker_id, started_at=utcnow())
+                new_id = _new_id(conn.execute(_INSERT_RUN, values))
+                return Claim("claimed", StageRun(id=new_id, **values))
+        except IntegrityError:
+            return Claim("held", self.latest_run(paper_id, stage, subject))
+
+    def finish_run(self, run: StageRun, *, status: str, output: BaseModel | dict[str, Any] | None = None,
+                   rejections: Sequence[Rejection] = (), evidence: Sequence[SQLModel] = (),
+                   document: Document | None = None, error: BaseException | None = None,
+                   prompt_version: str | None = None) -> StageRun:
+        """Close an attempt: status, output, rejections and evidence rows in one transaction."""
+        if run.id is None:
+            raise StoreError("finish_run needs a stored attempt (one returned by claim_run/start_run)")
+        changes = _outcome(status, output, error, prompt_version)
+        with write_connection(self.engine) as conn:
+            if conn.execute(_CLOSE_RUN, {"b_id": run.id, **changes}).rowcount != 1:
+                raise StoreError(f"stage run {run.id} vanished")
+            _write_evidence(conn, run.id, run.paper_id, run.subject, rejections, evidence, document)
+        return StageRun(**{**{c.name: getattr(run, c.name) for c in _RUN.columns}, **changes})
+
+    def record_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str, status: str,
+                   output: BaseModel | dict[str, Any] | None = None, rejections: Sequence[Rejection] = (),
+                   evidence: Sequence[SQLModel] = (), error: BaseException | None = None,
+                   prompt_version: str | None = None, run_id: str | None = None,
+                   worker_id: str | None = None, started_at: datetime | None = None) -> StageRun:
+        """Write a finished attempt in one transaction, without a ``running`` row first.
+
+        For steps that cannot be contended: the construction steps of a paper whose construct
+        stage this worker has claimed for the first time (the paper-level claim already keeps
+        other workers out). Half the writes of claim + finish; a crash mid-step leaves no row for
+        that step, and resume runs it again (its answered model calls come from the cache).
+        """
+        changes = _outcome(status, output, error, prompt_version)
+        with write_connection(self.engine) as conn:
+            last = conn.execute(_LAST_ATTEMPT, {"paper_id": paper_id, "stage": stage, "subject": subject}).scalar()
+            values: dict[str, Any] = dict(paper_id=paper_id, stage=stage, subject=subject,
+                                          attempt=(last or 0) + 1, input_hash=input_hash,
+                                          code_version=__version__, run_id=run_id, worker_id=worker_id,
+                                          started_at=started_at or changes["finished_at"], **changes)
+            new_id = _new_id(conn.execute(_INSERT_RUN, values))
+            _write_evidence(conn, new_id, paper_id, subject, rejections, evidence, None)
+        return StageRun(id=new_id, **values)
+
+    def runs(self, *, stage: str | None = None, status: str | None = None) -> list[StageRun]:
+        """The newest attempt of every (paper, stage, subject)."""
+        with read_session(self.engine) as s:
+            newest = (select(StageRun.paper_id, StageRun.stage, StageRun.subject,
+                             func.max(StageRun.attempt).label("attempt"))
+                      .group_by(StageRun.paper_id, StageRun.stage, StageRun.subject).subquery())
+            q = select(StageRun).join(newest, and_(col(StageRun.paper_id) == newest.c.paper_id,
+                                                   col(StageRun.stage) == newest.c.stage,
+                                                   col(StageRun.subject) == newest.c.subject,
+                                                   col(StageRun.attempt) == newest.c.attempt))
+            if stage:
+                q = q.where(StageRun.stage == stage)
+            if status:
+                q = q.where(StageRun.status == status)
+            return list(s.exec(q.order_by(StageRun.paper_id, StageRun.stage, StageRun.subject)).all())
+
+    def status_counts(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = {}
+        for run in self.runs():
+            counts.setdefault(run.stage, {}).setdefault(run.status, 0)
+            counts[run.stage][run.status] += 1
+        return counts
+
+    def rejections(self, *, stage: str | None = None, rule: str | None = None,
+                   paper: str | None = None) -> list[RejectionRow]:
+        with read_session(self.engine) as s:
+            q = select(RejectionRow)
+            if stage:
+                q = q.where(RejectionRow.stage == stage)
+            if rule:
+                q = q.where(RejectionRow.rule_id == rule)
+            if paper:
+                q = q.where(RejectionRow.paper_id == paper)
+            return list(s.exec(q.order_by(col(RejectionRow.id))).all())
+
