@@ -1,0 +1,103 @@
+"""The store sits below the pipeline: it imports nothing of ``llm``, ``sources``, ``release``,
+``evaluate``, ``pipeline`` or ``stages`` (issue 19), and the call records the gateway hands it
+fit the ``llm_call`` columns the store writes.
+
+The import check reads every module's source with ``ast`` (module-level imports, imports inside
+functions, relative imports and ``importlib.import_module("...")`` calls alike), so a lazy import
+cannot hide an upward arrow from it.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from arcticqa.llm.batch import LineResult
+from arcticqa.llm.gateway import CallRecord
+from arcticqa.store.ledger import CALL_FIELDS, BatchLineFields, ModelCallFields
+from arcticqa.store.tables import LLMCall
+
+STORE = Path(__file__).resolve().parent.parent / "arcticqa" / "store"
+FORBIDDEN = ("arcticqa.llm", "arcticqa.sources", "arcticqa.release", "arcticqa.evaluate", "arcticqa.pipeline",
+             "arcticqa.stages")
+# issue 19e moves the evaluator's table into store/tables.py; until then env.py imports it
+NOT_YET = {STORE / "migrations" / "env.py"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(STORE.parent.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, module: str, *, is_package: bool = False) -> set[str]:
+    """Every module name ``source`` (the text of ``module``) imports, anywhere in the file."""
+    found: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+            found.add(node.args[0].value)
+    return found
+
+
+def _upward(names: set[str]) -> list[str]:
+    return sorted(n for n in names if any(n == f or n.startswith(f + ".") for f in FORBIDDEN))
+
+
+def test_the_store_imports_nothing_from_the_layers_above_or_beside_it() -> None:
+    files = sorted(p for p in STORE.rglob("*.py") if p not in NOT_YET)
+    assert STORE / "store.py" in files and STORE / "ledger.py" in files  # the walk sees the store
+    offences = {}
+    for path in files:
+        names = imported_modules(path.read_text(encoding="utf-8"), _module_name(path),
+                                 is_package=path.name == "__init__.py")
+        if bad := _upward(names):
+            offences[str(path.relative_to(STORE))] = bad
+    assert not offences, f"store modules importing from llm/sources/release/evaluate/pipeline/stages: {offences}"
+
+
+@pytest.mark.parametrize("source", [
+    "from arcticqa.llm.gateway import CallRecord",
+    "import arcticqa.release.models",
+    "def f():\n    from arcticqa.pipeline import export\n",
+    "from ..sources import RawRecord",
+    "from .. import evaluate",
+    "import importlib\nimportlib.import_module('arcticqa.stages.discover')",
+])
+def test_the_import_check_finds_every_way_of_importing(source: str) -> None:
+    # the check above must be able to fail: each spelling of an upward import is caught
+    assert _upward(imported_modules(source, "arcticqa.store.store"))
+
+
+@pytest.mark.parametrize("source", [
+    "from arcticqa.store.db import write_session",
+    "from .tables import LLMCall",
+    "from arcticqa.config import Settings\nfrom arcticqa.errors import StoreError",
+    "import sqlalchemy.engine",
+])
+def test_the_import_check_lets_the_store_use_its_own_layer_and_below(source: str) -> None:
+    assert not _upward(imported_modules(source, "arcticqa.store.store"))
+
+
+def test_a_call_record_carries_every_column_the_ledger_writes() -> None:
+    columns = {c.name for c in LLMCall.__table__.columns} - {"id", "run_id", "created_at"}  # type: ignore[attr-defined]
+    assert set(CALL_FIELDS) == columns
+    protocol = {name for name in vars(ModelCallFields) if not name.startswith("_")}
+    assert protocol == set(CALL_FIELDS)
+    assert set(CALL_FIELDS) <= {f.name for f in dataclasses.fields(CallRecord)}
+    line = {name for name in vars(BatchLineFields) if not name.startswith("_")}
+    assert line <= {f.name for f in dataclasses.fields(LineResult)}
