@@ -1,4 +1,4 @@
-"""The evidence store: one object over the database that everything the build and evaluator record.
+"""The evidence store: one object over the database that holds everything the build and evaluator record.
 
 :class:`Store` is a thin facade composed of three parts, each in its own module and working on
 the engine alone: :class:`~arcticqa.store.papers.PaperArchive` (papers, discovery, documents,
