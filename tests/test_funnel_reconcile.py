@@ -78,7 +78,7 @@ def test_audit_page_names_papers_cites_span_text_and_has_addresses(store: Store)
     cited = [(p, sid) for p in data.papers for r in p.rejections for sid in r.evidence.get("spans", [])]
     assert cited  # the eligibility rejections of the sample corpus cite spans
     for paper, sid in cited:
-        shown = {s.span_id: s.text for s in paper.evidence_spans}
+        shown = {s.id: s.text for s in paper.evidence_spans}
         assert shown.get(sid), (paper.paper_id, sid)
     for p in data.papers:
         assert f'id="paper-{p.paper_id}"' in page
