@@ -245,3 +245,62 @@ def test_every_name_in_all_exists() -> None:
     assert not wrong, f"__all__ names that the module does not define: {wrong}"
     counted = sum(len(getattr(m, "__all__", [])) for m in MODULES)
     assert counted > 300  # the walk really reached the modules
+
+
+# -- imports ------------------------------------------------------------------------------------
+
+def _function_level_project_imports(path: Path) -> Iterator[tuple[int, bool]]:
+    """(line, explained) for each import of a project module inside a function of ``path``.
+
+    Explained means a comment on the import's line or directly above the run of import lines it
+    belongs to: the reason (a fast ``--help``, an optional extra, a heavy import only one path
+    needs) is written where the import is.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for func in ast.walk(ast.parse("\n".join(lines))):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                targets = ["." if node.level else (node.module or "")]
+            else:
+                continue
+            if not any(t == "." or t.split(".")[0] in {"arcticqa", "flows"} for t in targets):
+                continue
+            row = node.lineno - 1
+            while row > 0 and lines[row - 1].strip().startswith(("import ", "from ")):
+                row -= 1
+            explained = "#" in lines[node.lineno - 1] or (row > 0 and lines[row - 1].strip().startswith("#"))
+            yield node.lineno, explained
+
+
+def _project_sources() -> list[Path]:
+    files = [*PACKAGE.rglob("*.py"), *(REPO / "flows").rglob("*.py")]
+    return sorted(f for f in files if "migrations" not in f.parts)
+
+
+def test_function_level_imports_of_the_project_say_why() -> None:
+    silent = [f"{f.relative_to(REPO)}:{line}" for f in _project_sources()
+              for line, explained in _function_level_project_imports(f) if not explained]
+    assert not silent, ("imports of arcticqa/flows inside a function need a comment saying why "
+                        f"(or move them to the top of the module): {silent}")
+
+
+def test_the_import_rule_sees_a_silent_import(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    x = 1\n    from arcticqa.config import Settings\n"
+                     "def g():\n    # why: heavy\n    from arcticqa import errors\n    import arcticqa.rules\n",
+                     encoding="utf-8")
+    assert list(_function_level_project_imports(probe)) == [(3, False), (6, True), (7, True)]
+
+
+def test_no_importlib_loads_of_project_packages() -> None:
+    loads = []
+    for f in _project_sources():
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in {"import_module", "__import__"}):
+                loads.append(f"{f.relative_to(REPO)}:{node.lineno}")
+    assert not loads, f"project modules are imported with import statements, not importlib: {loads}"

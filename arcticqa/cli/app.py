@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from arcticqa import __version__
 from arcticqa.errors import ArcticQAError
 
 __all__ = ["app", "console", "err_console", "ConfigOption", "OverwriteOption", "handle_errors", "Text"]
@@ -35,8 +36,6 @@ err_console = Console(stderr=True, markup=False)
 
 def _print_version(value: bool) -> None:
     if value:
-        from arcticqa import __version__
-
         typer.echo(f"arcticqa {__version__}")
         raise typer.Exit()
 

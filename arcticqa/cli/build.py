@@ -128,6 +128,7 @@ def resume(config: ConfigOption = None, orchestrator: OrchestratorOption = Orche
 def _unit(stage: str) -> str:
     """What a status row counts: construct's findings step runs once per paper, its later steps once
     per candidate item."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
 
     return "candidates" if stage in CONSTRUCT_STEPS[1:] else "papers"
@@ -136,6 +137,7 @@ def _unit(stage: str) -> str:
 def _pipeline_order(counts: dict[str, Any]) -> list[str]:
     """The stages in the order the build runs them (construct's steps right after it); a stage this
     code does not know goes last."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.pipeline.stages import BUILD_STAGES
     from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
 
@@ -150,6 +152,7 @@ def _pipeline_order(counts: dict[str, Any]) -> list[str]:
 def status(config: ConfigOption = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Newest attempts by stage and status, in pipeline order, each row counting papers or candidates."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
     from arcticqa.store.store import open_existing_store
@@ -188,6 +191,7 @@ def status(config: ConfigOption = None,
 def rules(as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list of {id, summary}.")] = False
           ) -> None:
     """List every rejection rule id with its summary."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     import arcticqa.pipeline.stages  # noqa: F401  (imports every stage, which declares its rules)
     from arcticqa.rules import all_rules
 
@@ -207,6 +211,7 @@ def doctor(config: ConfigOption = None,
     """Check the config, that API keys are present (never printed), endpoints and the store schema."""
     import httpx
 
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import ROLES, load_settings
     from arcticqa.store.store import Store, sqlite_file
 

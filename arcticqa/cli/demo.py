@@ -48,6 +48,7 @@ def demo(
     overwrite: OverwriteOption = False,
 ) -> None:
     """Run the whole product offline on the bundled sample corpus (no API key needed)."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.demo.run import run_demo
 
     result = run_demo(out, orchestrator=orchestrator.value, trials=trials, console=console, overwrite=overwrite)

@@ -27,11 +27,13 @@ app.add_typer(eligibility_app, name="eligibility")
 
 
 def _read_file(path: Path) -> tuple[PaperRecord, Document | None]:
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.papers import PaperRecord
 
     if not path.is_file():
         raise InputError("file not found", path=str(path))
     if path.suffix.lower() == ".pdf":
+        # imported in the command, not at the top: `arcticqa --help` stays fast
         from arcticqa.text.extract import extract_pdf_bytes
 
         document = extract_pdf_bytes(path.read_bytes())
@@ -47,6 +49,7 @@ def _read_file(path: Path) -> tuple[PaperRecord, Document | None]:
 
 
 def _from_store(paper_id: str, config: Path | None) -> tuple[PaperRecord, Document | None]:
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.store import open_existing_store
 
@@ -107,6 +110,7 @@ def explain(
     config: ConfigOption = None,
 ) -> None:
     """Show every site found in a text or paper, the rule applied to each, and the decision."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.papers import PaperRecord
     from arcticqa.stages.eligibility import assess, load_eligibility_policy
 
@@ -115,6 +119,7 @@ def explain(
         raise InputError("give exactly one of --text, --file or --paper"
                          + (f" (got {', '.join(chosen)})" if chosen else ""))
     if policy is None:
+        # imported in the command, not at the top: `arcticqa --help` stays fast
         from arcticqa.config import load_settings
 
         policy = load_settings(config).policies.eligibility  # None: the repository's default policy

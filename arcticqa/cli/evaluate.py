@@ -40,6 +40,7 @@ BinsOption = Annotated[int, typer.Option("--ece-bins", min=1, help="Know2Guess E
 
 
 def _thresholds(value: str) -> tuple[int, ...]:
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.errors import ConfigError
 
     try:
@@ -82,6 +83,7 @@ def report_command(
 ) -> None:
     """Write TABLES.md, the CSVs, summary.json, checks.json and the figures from responses.
     Abstain-QA and Know2Guess reports are read from the store (--db); re-score files with `score`."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.errors import ConfigError
     from arcticqa.evaluate.protocols import ReportOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
@@ -96,6 +98,7 @@ def report_command(
     if responses is not None:
         summary = chosen.report_from_published(responses, out, options, models=model)
     else:
+        # imported in the command, not at the top: `arcticqa --help` stays fast
         from arcticqa.store.db import make_engine
 
         assert db is not None
@@ -126,6 +129,7 @@ def score_command(
 ) -> None:
     """Re-score an externally produced run (a responses JSONL, or inspect_ai logs) with the same
     parsers, metrics and report."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.errors import ConfigError, InputError
     from arcticqa.evaluate.protocols import ReportOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
@@ -153,11 +157,13 @@ def _score_inspect_logs(chosen: EvalProtocol, logs: list[Path], items: Path | No
     """Turn inspect logs into external response lines and score them like a --responses file."""
     import tempfile
 
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.errors import ConfigError, InputError
 
     if chosen.name != "arcticabstain":  # the only protocol shipped as an inspect task
         raise ConfigError(f"--from-inspect-log reads logs of the ArcticAbstain inspect task, not --protocol {chosen.name}")
     try:  # inspect_ai is an optional extra, so its bridge is imported only when asked for
+        # imported in the command, not at the top: `arcticqa --help` stays fast
         from arcticqa.integrations.inspect_log import read_inspect_logs
     except ModuleNotFoundError as exc:
         raise ConfigError(f"--from-inspect-log needs inspect_ai ({exc.name} is not installed): "
@@ -177,6 +183,7 @@ def _score_inspect_logs(chosen: EvalProtocol, logs: list[Path], items: Path | No
 
 
 def _print_run(result: object) -> None:
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.evaluate.runner import RunResult
 
     assert isinstance(result, RunResult)
@@ -213,6 +220,7 @@ def run_command(
     import asyncio
     import os
 
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import DEFAULT_CONFIG_NAME, load_settings
     from arcticqa.errors import ConfigError
     from arcticqa.evaluate.protocols import ReportOptions, RunOptions, get_protocol
@@ -266,6 +274,7 @@ def policies_command(
     served over a local OpenAI-compatible server, through the real runner."""
     import asyncio
 
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.evaluate.policies import run_reference_policies
     from arcticqa.evaluate.reportio import check_report_folder
 

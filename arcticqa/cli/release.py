@@ -28,6 +28,7 @@ _View = TypeVar("_View")
 
 def _read_store(config: Path | None, view: Callable[[Store], _View]) -> _View:
     """Open the existing store, build one view of it (audit, funnel), close it."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.store import open_existing_store
 
@@ -46,6 +47,7 @@ def validate_release_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON record per issue / flagged item or option.")] = False,
 ) -> None:
     """Check a release folder against the schemas, the manifest hashes and cross-file invariants."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.release.validate import validate_release
 
     report = validate_release(release_dir, recheck=recheck)
@@ -76,6 +78,7 @@ def validate_release_cmd(
                               f"({cov['proved'] / cov['distractors']:.1%}) proved false from question, "
                               "context and answer alone", highlight=False, soft_wrap=True)
             if report.cues:
+                # imported in the command, not at the top: `arcticqa --help` stays fast
                 from arcticqa.release.cues import CueResult, cue_table
 
                 console.print("option-set cue audit (answer-present condition):", highlight=False)
@@ -103,6 +106,7 @@ def export_cmd(
 ) -> None:
     """Export the accepted items as a release folder (written atomically, byte-deterministic).
     Refuses (exit 2) a release without items unless --allow-empty."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.pipeline.export import export_from_store
     from arcticqa.release.jsonio import load_json
@@ -135,6 +139,7 @@ def audit_cmd(
     config: ConfigOption = None,
 ) -> None:
     """Rejected and needs-review papers/items with stage, rule, message and evidence."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.outputs import check_file_target, write_file
     from arcticqa.pipeline.audit import audit_data
 
@@ -142,6 +147,7 @@ def audit_cmd(
         check_file_target(html, overwrite=overwrite)
     data = _read_store(config, lambda store: audit_data(store, stage=stage, rule=rule, paper=paper))
     if html is not None:
+        # imported in the command, not at the top: `arcticqa --help` stays fast
         from arcticqa.release.audit import render_audit_html
 
         write_file(html, render_audit_html(data), overwrite=overwrite)
@@ -173,6 +179,7 @@ def funnel_cmd(
     config: ConfigOption = None,
 ) -> None:
     """Draw the PRISMA-style flow figure of the build."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.outputs import check_file_target
     from arcticqa.pipeline.funnel import funnel_counts
     from arcticqa.release.funnel import funnel_format, render_funnel

@@ -47,6 +47,7 @@ def sample_cmd(
     """Draw a review plan from the store, or extend it (never reshuffling earlier assignments)."""
     from collections import Counter
 
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.review.items import load_review_items
     from arcticqa.review.plan import SamplingRequest, extend_plan
@@ -93,6 +94,7 @@ def serve_cmd(
     """Serve the review workbench on this machine (127.0.0.1:8765) until Ctrl-C."""
     from urllib.parse import quote
 
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.store import open_existing_store
     from arcticqa.workbench import check_bind, create_app, serve
@@ -119,6 +121,7 @@ def report_cmd(
     config: ConfigOption = None,
 ) -> None:
     """Residual error rate, false rejections, agreement and what the gates missed."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.errors import InputError
     from arcticqa.outputs import check_file_target, write_file

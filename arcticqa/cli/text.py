@@ -30,6 +30,7 @@ def extract_text_command(
     memory_limit: Annotated[int, typer.Option(min=768, help="Memory cap of the extractor process in MB.")] = 2048,
 ) -> None:
     """Extract one PDF exactly as the extract_text stage does and show the result."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.stages.extract_text import ExtractionLimits, extract_document
 
     if file.is_dir():
@@ -90,6 +91,7 @@ def ingest_pdfs_command(
     config: ConfigOption = None,
 ) -> None:
     """Attach local PDFs (from institutional access, say) to papers by DOI or paperId."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.pipeline.ingest import attach_pdfs
     from arcticqa.store import open_existing_store

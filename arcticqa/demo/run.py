@@ -19,9 +19,20 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.text import Text
 
-from arcticqa.outputs import os_errors, write_file
+from arcticqa.config import load_settings
+from arcticqa.evaluate.policies import run_reference_policies
+from arcticqa.evaluate.reportio import check_report_folder
+from arcticqa.outputs import check_folder_target, os_errors, write_file
+from arcticqa.pipeline.audit import audit_data
 from arcticqa.pipeline.build import LOCAL, Orchestrator
 from arcticqa.pipeline.build import build as pipeline_build
+from arcticqa.pipeline.export import export_from_store
+from arcticqa.pipeline.funnel import funnel_counts
+from arcticqa.release.audit import render_audit_html
+from arcticqa.release.funnel import render_funnel
+from arcticqa.release.validate import validate_release
+from arcticqa.release.writer import RELEASE_FILES
+from arcticqa.store.store import open_store
 
 __all__ = ["DemoResult", "run_demo", "check_demo_folder", "SAMPLE_CORPUS"]
 
@@ -59,9 +70,6 @@ def check_demo_folder(out_dir: Path, *, overwrite: bool) -> None:
     ``--overwrite``; a folder holding anything the demo does not write (at the top, or in its
     release/ and evaluation/ folders) is refused even then.
     """
-    from arcticqa.evaluate.reportio import check_report_folder
-    from arcticqa.outputs import check_folder_target, os_errors
-    from arcticqa.release.writer import RELEASE_FILES
 
     with os_errors(out_dir):
         config = out_dir / "demo.toml"
@@ -86,15 +94,6 @@ def _step(console: Console, result: DemoResult, name: str, label: str, fn: Calla
 
 def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect", trials: int = 3,
              console: Console | None = None, overwrite: bool = False) -> DemoResult:
-    from arcticqa.config import load_settings
-    from arcticqa.evaluate.policies import run_reference_policies
-    from arcticqa.pipeline.audit import audit_data
-    from arcticqa.pipeline.export import export_from_store
-    from arcticqa.pipeline.funnel import funnel_counts
-    from arcticqa.release.funnel import render_funnel
-    from arcticqa.release.validate import validate_release
-    from arcticqa.store.store import open_store
-
     console = console or Console()
     out_dir = out_dir.absolute()
     check_demo_folder(out_dir, overwrite=overwrite)
@@ -128,8 +127,6 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
         result.artifacts["release"] = release
 
         def audit() -> None:
-            from arcticqa.release.audit import render_audit_html
-
             _write_atomic(out_dir / "audit.html", render_audit_html(audit_data(store)))
             for suffix in ("png", "svg"):
                 render_funnel(funnel_counts(store), out_dir / f"funnel.{suffix}")

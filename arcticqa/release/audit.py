@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from arcticqa.evidence import SpanRef
+from arcticqa.release.funnel import STEP_LABELS, funnel_svg
 from arcticqa.release.models import FunnelCounts
 
 __all__ = ["AuditRejection", "AuditOption", "AuditItem", "AuditPaper", "AuditData",
@@ -141,8 +142,6 @@ def render_audit_html(data: AuditData) -> str:
 
     from jinja2 import Environment, PackageLoader, StrictUndefined
     from markupsafe import Markup
-
-    from arcticqa.release.funnel import STEP_LABELS, funnel_svg
 
     script = resources.files("arcticqa.release").joinpath("templates/audit.js").read_text("utf-8")
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
