@@ -84,6 +84,10 @@ def test_the_readme_runnable_blocks_run_as_written(tmp_path: Path) -> None:
     # venv, linked), so `make demo` and the follow-on commands write there, not into the repo
     for name in ("Makefile", "pyproject.toml", "constraints.txt", ".venv"):
         (tmp_path / name).symlink_to(REPO / name)
+    # Bring the venv's install stamp up to date here, in the repository: were pyproject.toml newer
+    # than the stamp, `make demo` in the fresh folder would reinstall the editable package from
+    # that folder, which holds no package, and leave the developer's venv unable to import it.
+    subprocess.run(["make", "-s", "install"], cwd=REPO, check=True, capture_output=True, timeout=540)
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("ARCTICQA_", "PREFECT_"))},
            "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
            "PREFECT_HOME": str(tmp_path / ".prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
