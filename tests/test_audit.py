@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import struct
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from arcticqa.release.audit import (
     safe_json_for_script,
 )
 from arcticqa.release.funnel import funnel_figure_bytes, render_funnel
+from tests.browser import headless_chromium
 from tests.conftest import REPO_ROOT
 from tests.release_factories import make_funnel
 
@@ -91,35 +90,15 @@ def test_funnel_png_and_svg(tmp_path: Path) -> None:
         render_funnel(make_funnel(), tmp_path / "f.gif")
 
 
-def _chromium() -> tuple[str, str]:
-    browser = shutil.which("chromium")
-    driver = shutil.which("chromedriver")
-    if not browser or not driver:
-        pytest.skip("Debian chromium/chromium-driver not installed "
-                    "(apt-get install -y chromium chromium-driver)")
-    pytest.importorskip("selenium", reason="selenium is not installed (pip install selenium)")
-    return browser, driver
-
-
 @pytest.mark.slow
 def test_audit_report_in_headless_chromium(tmp_path: Path) -> None:
-    browser, driver_path = _chromium()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
-
     data = _audit()
     page = tmp_path / "report.html"
     page.write_text(render_audit_html(data), encoding="utf-8")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = browser
-    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={profile}", "--window-size=1280,1600"):
-        opts.add_argument(flag)
-    drv = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
+    drv = headless_chromium(tmp_path, window="1280,1600")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
     try:
         drv.get(page.as_uri())
         assert drv.execute_script("return document.body.dataset.ready") == "1"

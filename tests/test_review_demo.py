@@ -5,10 +5,8 @@ changes in ``arcticqa export`` and the audit."""
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import sqlite3
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +28,7 @@ from arcticqa.store.reviews import add_verdict, plan_assignments, save_plan
 from arcticqa.store.store import Store
 from arcticqa.store.tables import ReviewVerdict
 from arcticqa.workbench import create_app
+from tests.browser import headless_chromium
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -104,14 +103,6 @@ def test_export_carries_the_review(store: Store, tmp_path: Path) -> None:
     assert [r.item_id for r in audit_data(store, rule="review.").rejections] == [rejected.item_key]
 
 
-def _chromium() -> tuple[str, str]:
-    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not browser or not driver:
-        pytest.skip("Debian chromium/chromium-driver not installed (apt-get install -y chromium chromium-driver)")
-    pytest.importorskip("selenium", reason="selenium is not installed (pip install selenium)")
-    return browser, driver
-
-
 class _Server:
     """The workbench under uvicorn on 127.0.0.1 and an ephemeral port, in a thread."""
 
@@ -136,23 +127,13 @@ class _Server:
 
 
 def test_reviewers_work_in_headless_chromium_with_the_keyboard(store: Store, tmp_path: Path) -> None:
-    browser, driver_path = _chromium()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
+    _plan(store, "ana", "ben")
+    drv = headless_chromium(tmp_path, window="1100,1500")
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    _plan(store, "ana", "ben")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = browser
-    profile = tempfile.mkdtemp(prefix="chromium-profile-", dir=tmp_path)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={profile}", "--window-size=1100,1500"):
-        opts.add_argument(flag)
-    drv = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
     wait = WebDriverWait(drv, 20)
 
     def key(k: str) -> None:
