@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 from arcticqa.errors import InputError
-from arcticqa.evaluate.arcticabstain.exposure import build_exposure, dates_of_items, read_item_dates
 from arcticqa.evaluate.arcticabstain.records import load_published_responses
 from arcticqa.evaluate.arcticabstain.report import StatsSettings
+from arcticqa.evaluate.exposure import build_exposure, dates_of_items, read_item_dates
 
 SETTINGS = StatsSettings(resamples=300, draws=4000, seed=7)
 CUTOFFS = {"claude-opus-5": date(2021, 1, 1), "gpt-5.6-sol": date(2023, 6, 1)}
@@ -190,3 +190,59 @@ def test_partial_dates_are_their_earliest_day(tmp_path: Path) -> None:
     assert dates == {"a": date(2019, 1, 1), "b": date(2019, 7, 1), "10.5/x": date(2019, 7, 1)}
     found, missing = dates_of_items({"a": None, "z": "10.5/x", "c": None}, dates)
     assert found == {"a": date(2019, 1, 1), "z": date(2019, 7, 1)} and missing == ["c"]
+
+
+@pytest.mark.shared
+def test_cli_report_config_cutoff_and_published_unsplit_rows(v1_case: dict[str, object], tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from arcticqa.cli.app import app
+
+    root = v1_case["root"]
+    assert isinstance(root, Path)
+    config = tmp_path / "arcticqa.toml"
+    config.write_text('[[evaluate.models]]\nlabel = "claude-opus-5"\nmodel = "x"\nknowledge_cutoff = 2021-01-01\n'
+                      '[[evaluate.models]]\nlabel = "gpt-5.6-sol"\nmodel = "x"\nknowledge_cutoff = 1999-01-01\n',
+                      encoding="utf-8")
+    out = tmp_path / "exposure"
+    # The CLI --cutoff overrides the config's for gpt-5.6-sol; claude-opus-5 keeps the config's.
+    result = CliRunner().invoke(app, [
+        "evaluate", "exposure", "--responses", str(root / "responses.csv"), "--item-dates", str(v1_case["dates_csv"]),
+        "--config", str(config), "--cutoff", "gpt-5.6-sol=2023-06-01", "--out", str(out), "--no-figure",
+        "--resamples", str(SETTINGS.resamples), "--draws", str(SETTINGS.draws)])
+    assert result.exit_code == 0, result.output
+    assert "Claude Sonnet 5: no knowledge_cutoff declared; reported unsplit." in result.output
+    rows = list(csv.DictReader((out / "exposure.csv").open(encoding="utf-8")))
+    assert {(r["model"], r["knowledge_cutoff"]) for r in rows if r["side"] == "before"} == {
+        (m, d.isoformat()) for m, d in CUTOFFS.items()}
+    undated = [r["item_id"] for r in csv.DictReader((out / "undated-items.csv").open(encoding="utf-8"))]
+    assert len(undated) == len(dates_of_items(v1_case["item_doi"], read_item_dates(v1_case["dates_csv"]))[1])  # type: ignore[arg-type]
+
+    # The "all" rows are the published numbers (their point values do not depend on resamples).
+    published = {r["model_id"]: r for r in csv.DictReader((root / "results" / "condition-shifts.csv").open(encoding="utf-8"))}
+    for row in rows:
+        if row["side"] == "all":
+            theirs = published[row["model"]]
+            for ours_key, theirs_key in (("present_abstention", "present_abstention"), ("shift", "shift"),
+                                         ("absent_abstention", "absent_abstention"), ("questions", "questions"),
+                                         ("present_accuracy_when_answering", "present_accuracy_when_answering")):
+                assert row[ours_key] == theirs[theirs_key], (row["model"], ours_key)
+    tests_rows = list(csv.DictReader((out / "exposure-tests.csv").open(encoding="utf-8")))
+    assert len(tests_rows) == 2 * len(CUTOFFS)
+
+
+@pytest.mark.shared
+def test_cli_bad_cutoff_and_unknown_model_exit_2(v1_case: dict[str, object], tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from arcticqa.cli.app import app
+
+    root = v1_case["root"]
+    assert isinstance(root, Path)
+    base = ["evaluate", "exposure", "--responses", str(root / "responses.csv"), "--item-dates",
+            str(v1_case["dates_csv"]), "--no-figure"]
+    bad = CliRunner().invoke(app, [*base, "--cutoff", "claude-opus-5=spring", "--out", str(tmp_path / "a")])
+    assert bad.exit_code == 2 and "--cutoff: expected MODEL=YYYY-MM-DD" in bad.output
+    unknown = CliRunner().invoke(app, [*base, "--cutoff", "gpt-7=2024-01-01", "--out", str(tmp_path / "b")])
+    assert unknown.exit_code == 2 and "cutoff for models not in the responses: gpt-7" in unknown.output
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

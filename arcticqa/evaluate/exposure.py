@@ -1,4 +1,8 @@
-"""Training exposure: every paired metric split at each model's knowledge cutoff.
+"""Training exposure: every paired ArcticAbstain metric split at each model's knowledge cutoff.
+
+It lives beside :mod:`arcticqa.evaluate.coverage`, not in the ``arcticabstain`` subpackage, so
+every protocol keeps the same module names (docs/evaluation.md#protocol-shape); reading item
+dates does not depend on the protocol.
 
 An item is *before* a model's cutoff when its paper's publication date is earlier than the
 cutoff, *after* otherwise. Each side is reported with exactly the published procedure
@@ -29,8 +33,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from arcticqa.errors import InputError
+from arcticqa.evaluate.arcticabstain.metrics import METRIC_NAMES
 from arcticqa.evaluate.arcticabstain.records import ResponseRecord, model_order
 from arcticqa.evaluate.arcticabstain.report import ModelResult, StatsSettings, build_report
+from arcticqa.evaluate.reportio import csv_text, f6
 from arcticqa.evaluate.stats import holm
 
 __all__ = [
@@ -40,6 +46,8 @@ __all__ = [
     "label_permutation_test",
     "ModelExposure",
     "build_exposure",
+    "exposure_texts",
+    "exposure_figure",
 ]
 
 
@@ -160,6 +168,8 @@ class ModelExposure:
     model: str
     label: str
     cutoff: date | None
+    whole: ModelResult
+    whole_items: int
     before: ModelResult | None = None
     after: ModelResult | None = None
     before_items: int = 0
@@ -189,10 +199,13 @@ def build_exposure(records: Sequence[ResponseRecord], item_dates: Mapping[str, d
     by_model: dict[str, list[ResponseRecord]] = {m: [] for m in order}
     for record in records:
         by_model[record.model].append(record)
+    # The unsplit view is the published report itself, so its numbers are the published ones.
+    whole = {m.model: m for m in build_report(records, settings=settings, models=order).models}
     results: list[ModelExposure] = []
     for model in order:
         cutoff = cutoffs.get(model)
-        result = ModelExposure(model=model, label=labels.get(model, model), cutoff=cutoff)
+        result = ModelExposure(model=model, label=labels.get(model, model), cutoff=cutoff, whole=whole[model],
+                               whole_items=len({r.item_id for r in by_model[model]}))
         results.append(result)
         if cutoff is None:
             continue
@@ -216,3 +229,89 @@ def build_exposure(records: Sequence[ResponseRecord], item_dates: Mapping[str, d
         for r, adjusted in zip(valid, holm([getattr(r, attribute).p_value for r in valid]), strict=True):
             setattr(r, target, adjusted)
     return results
+
+
+_SIDE_HEADER = ["model", "model_label", "knowledge_cutoff", "side", "questions", "responses", "valid",
+                "present_abstention", "present_ci_low", "present_ci_high", "absent_abstention", "absent_ci_low",
+                "absent_ci_high", "shift", "shift_ci_low", "shift_ci_high", "present_accuracy_when_answering",
+                "accuracy_ci_low", "accuracy_ci_high", "shift_test_p", *METRIC_NAMES]
+_TEST_HEADER = ["model", "model_label", "knowledge_cutoff", "comparison", "before_questions", "after_questions",
+                "difference_before_minus_after", "p_value", "holm_p", "draws", "seed"]
+
+
+def _side_row(e: ModelExposure, side: str, result: ModelResult | None, questions: int) -> list[str | int]:
+    head: list[str | int] = [e.model, e.label, e.cutoff.isoformat() if e.cutoff else "", side, questions]
+    if result is None:
+        return head + [""] * (len(_SIDE_HEADER) - len(head))
+    c = result.counts
+    return head + [c.responses, c.valid, f6(c.present_abstention), f6(result.present_ci[0]),
+                   f6(result.present_ci[1]), f6(c.absent_abstention), f6(result.absent_ci[0]),
+                   f6(result.absent_ci[1]), f6(c.shift), f6(result.shift_ci[0]), f6(result.shift_ci[1]),
+                   f6(c.present_accuracy_when_answering), f6(result.accuracy_ci[0]), f6(result.accuracy_ci[1]),
+                   f6(result.test.p_value), *(f6(v) for v in c.metrics().values())]
+
+
+def exposure_texts(exposures: Sequence[ModelExposure], undated: Sequence[str]) -> dict[str, str]:
+    """The report's text files: per-side metrics, the before-after tests, the undated items."""
+    sides: list[list[str | int]] = []
+    tests: list[list[str | int]] = []
+    lines = ["# Training exposure: metrics before vs after each model's knowledge cutoff", "",
+             f"Undated items (in neither side, listed in undated-items.csv): {len(undated)}.", ""]
+    for e in exposures:
+        sides.append(_side_row(e, "all", e.whole, e.whole_items))
+        if not e.split:
+            lines.append(f"- {e.label}: no knowledge_cutoff declared; reported unsplit.")
+            continue
+        sides.append(_side_row(e, "before", e.before, e.before_items))
+        sides.append(_side_row(e, "after", e.after, e.after_items))
+        assert e.cutoff is not None
+        for name, test, adjusted in (("present_accuracy", e.accuracy_test, e.accuracy_holm_p),
+                                     ("abstention_responsiveness", e.responsiveness_test, e.responsiveness_holm_p)):
+            assert test is not None
+            tests.append([e.model, e.label, e.cutoff.isoformat(), name, test.before, test.after,
+                          f6(test.difference), f6(test.p_value), f6(adjusted), test.draws, test.seed])
+            lines.append(f"- {e.label} (cutoff {e.cutoff.isoformat()}): {name.replace('_', ' ')} before - after "
+                         f"= {test.difference:+.3f} ({test.before} vs {test.after} questions), "
+                         f"permutation p = {test.p_value:.4f}, Holm p = {adjusted:.4f}.")
+    return {"EXPOSURE.md": "\n".join(lines) + "\n",
+            "exposure.csv": csv_text(_SIDE_HEADER, sides),
+            "exposure-tests.csv": csv_text(_TEST_HEADER, tests),
+            "undated-items.csv": csv_text(["item_id"], [[i] for i in undated])}
+
+
+def exposure_figure(exposures: Sequence[ModelExposure], png: Path, svg: Path) -> None:
+    """Per model: abstention responsiveness and answer-present accuracy, before vs after, with CIs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    split = [e for e in exposures if e.before is not None and e.after is not None]
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 0.9 + 0.45 * max(len(split), 1)), sharey=True)
+    for ax, (title, value, ci) in zip(axes, (
+            ("Abstention responsiveness (absent - present)", "shift", "shift_ci"),
+            ("Answer-present accuracy when answering", "present_accuracy_when_answering", "accuracy_ci")),
+            strict=True):
+        for row, e in enumerate(split):
+            for side, offset, colour in (("before", -0.12, "tab:blue"), ("after", 0.12, "tab:orange")):
+                result = getattr(e, side)
+                x = getattr(result.counts, value)
+                low, high = getattr(result, ci)
+                ax.errorbar([x], [row + offset], xerr=[[x - low], [high - x]], fmt="o", color=colour,
+                            markersize=4, capsize=2, label=f"{side} cutoff" if row == 0 else None)
+        ax.set_title(title, fontsize=9)
+        ax.grid(color="0.92")
+        # responsiveness is a difference of rates (can be negative); accuracy is a rate
+        if value == "shift":
+            ax.axvline(0.0, color="0.6", linewidth=0.8, zorder=0)
+        else:
+            ax.set_xlim(-0.02, 1.02)
+    axes[0].set_yticks(range(len(split)), [f"{e.label} ({e.cutoff})" for e in split], fontsize=8)
+    axes[0].invert_yaxis()
+    axes[0].legend(fontsize=7, frameon=False)
+    fig.suptitle("ArcticAbstain before vs after each model's knowledge cutoff (95% question-bootstrap CIs)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=150, metadata={"Software": None})
+    fig.savefig(svg, metadata={"Date": None})
+    plt.close(fig)
