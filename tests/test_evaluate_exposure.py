@@ -246,3 +246,46 @@ def test_cli_bad_cutoff_and_unknown_model_exit_2(v1_case: dict[str, object], tmp
     unknown = CliRunner().invoke(app, [*base, "--cutoff", "gpt-7=2024-01-01", "--out", str(tmp_path / "b")])
     assert unknown.exit_code == 2 and "cutoff for models not in the responses: gpt-7" in unknown.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.shared
+def test_items_own_publication_date_is_used_and_the_csv_wins(v1_case: dict[str, object], tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from arcticqa.cli.app import app
+
+    root = v1_case["root"]
+    assert isinstance(root, Path)
+    dates = read_item_dates(v1_case["dates_csv"])  # type: ignore[arg-type]
+    items = tmp_path / "items.jsonl"
+    lines = []
+    for line in (root / "items.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        when = dates.get(row["paper"]["doi"].lower())
+        if when is not None:
+            # A wrong date in the items file: the CSV below must override it.
+            row["paper"]["publication_date"] = "1990-01-01" if row["item_id"] < "aqa-3" else when.isoformat()
+        lines.append(json.dumps(row))
+    items.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    base = ["evaluate", "exposure", "--responses", str(root / "responses.csv"), "--items", str(items),
+            "--cutoff", "claude-opus-5=2021-01-01", "--no-figure", "--resamples", "50", "--draws", "200"]
+    from_csv = CliRunner().invoke(app, [*base, "--item-dates", str(v1_case["dates_csv"]), "--out", str(tmp_path / "a")])
+    assert from_csv.exit_code == 0, from_csv.output
+    own_only = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "b")])
+    assert own_only.exit_code == 0, own_only.output
+    undated = [r["item_id"] for r in csv.DictReader((tmp_path / "b" / "undated-items.csv").open(encoding="utf-8"))]
+    assert undated == dates_of_items(v1_case["item_doi"], dates)[1]  # type: ignore[arg-type]
+    a = (tmp_path / "a" / "exposure.csv").read_text(encoding="utf-8")
+    b = (tmp_path / "b" / "exposure.csv").read_text(encoding="utf-8")
+    assert a != b  # the 1990 dates moved items to "before" when only the items file was read
+    # With the true dates in the items file and no CSV, the report equals the CSV-driven one.
+    for line_no, line in enumerate(lines):
+        row = json.loads(line)
+        when = dates.get(row["paper"]["doi"].lower())
+        if when is not None:
+            row["paper"]["publication_date"] = when.isoformat()
+        lines[line_no] = json.dumps(row)
+    items.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    fixed = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "c")])
+    assert fixed.exit_code == 0, fixed.output
+    assert (tmp_path / "c" / "exposure.csv").read_text(encoding="utf-8") == a

@@ -128,8 +128,9 @@ def _cutoffs(values: list[str]) -> dict[str, date]:
 def exposure_command(
     out: OutOption,
     responses: Annotated[Path, typer.Option("--responses", help="Published responses.csv/.jsonl.")],
-    item_dates: Annotated[Path, typer.Option(
-        "--item-dates", help="CSV with a date column and item_id and/or doi (publication date of each item's paper).")],
+    item_dates: Annotated[Path | None, typer.Option(
+        "--item-dates", help="CSV with a date column and item_id and/or doi (publication date of each item's "
+                             "paper); overrides paper.publication_date in the items file.")] = None,
     items: Annotated[Path | None, typer.Option(
         "--items", help="items.jsonl, to match --item-dates by DOI (default: items.jsonl beside --responses).")] = None,
     cutoff: Annotated[list[str] | None, typer.Option(
@@ -161,6 +162,7 @@ def exposure_command(
     records, _lines = load_published_responses(responses)
     items_path = items or responses.parent / "items.jsonl"
     item_dois: dict[str, str | None] = {r.item_id: None for r in records}
+    own_dates: dict[str, str] = {}
     if items is not None or items_path.exists():
         if not items_path.exists():
             raise InputError("file not found", path=str(items_path))
@@ -170,17 +172,24 @@ def exposure_command(
             try:
                 row = json.loads(line)
                 item_id, doi = row["item_id"], (row.get("paper") or {}).get("doi")
+                published = (row.get("paper") or {}).get("publication_date")
             except (ValueError, KeyError, TypeError, AttributeError):
                 raise InputError("not an item with item_id (and paper.doi)", path=str(items_path),
                                  line=number) from None
             if item_id in item_dois:
                 item_dois[item_id] = doi
+                if published:
+                    own_dates[item_id] = published
     known = {r.model for r in records}
     unknown = sorted(set(cutoffs) - known)
     if unknown:
         raise InputError(f"cutoff for models not in the responses: {', '.join(unknown)} "
                          f"(models: {', '.join(sorted(known))})", path=str(responses))
-    dated, undated = exposure.dates_of_items(item_dois, exposure.read_item_dates(item_dates))
+    own = exposure.item_dates_of(own_dates, path=str(items_path))
+    dated, undated = exposure.dates_of_items(item_dois, exposure.read_item_dates(item_dates) if item_dates else {})
+    # the CSV wins; an item it leaves undated falls back to its own paper.publication_date
+    dated |= {i: own[i] for i in undated if i in own}
+    undated = [i for i in undated if i not in own]
     exposures = exposure.build_exposure(records, dated, cutoffs,
                                settings=StatsSettings(resamples=resamples, draws=draws, seed=seed))
     figures = [lambda folder: exposure.exposure_figure(exposures, folder / "exposure.png", folder / "exposure.svg")] \

@@ -41,6 +41,7 @@ from arcticqa.evaluate.stats import holm
 
 __all__ = [
     "read_item_dates",
+    "item_dates_of",
     "dates_of_items",
     "PermutationResult",
     "label_permutation_test",
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-def _parse_date(text: str, *, path: str, line: int, field: str) -> date:
+def _parse_date(text: str, *, path: str, line: int | None, field: str) -> date:
     value = text.strip()
     try:
         # A bare year or year-month (Semantic Scholar often has only the year) is its first day:
@@ -95,6 +96,12 @@ def read_item_dates(path: Path | str) -> dict[str, date]:
                     raise InputError(f"{key} {raw!r} has two different dates", path=name, line=line, field=key)
                 dates[identifier] = when
     return dates
+
+
+def item_dates_of(published: Mapping[str, str], *, path: str) -> dict[str, date]:
+    """Item id -> date from the items' own ``paper.publication_date`` values."""
+    return {item_id: _parse_date(value, path=path, line=None, field=f"{item_id}: paper.publication_date")
+            for item_id, value in published.items()}
 
 
 def dates_of_items(item_dois: Mapping[str, str | None], dates: Mapping[str, date]) -> tuple[dict[str, date], list[str]]:
