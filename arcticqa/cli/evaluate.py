@@ -143,8 +143,6 @@ def exposure_command(
     overwrite: OverwriteOption = False,
 ) -> None:
     """ArcticAbstain metrics split at each model's knowledge cutoff (training exposure)."""
-    import json
-
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.errors import InputError
@@ -162,30 +160,15 @@ def exposure_command(
     records, _lines = load_published_responses(responses)
     items_path = items or responses.parent / "items.jsonl"
     item_dois: dict[str, str | None] = {r.item_id: None for r in records}
-    own_dates: dict[str, str] = {}
+    own: dict[str, date] = {}
     if items is not None or items_path.exists():
-        if not items_path.exists():
-            raise InputError("file not found", path=str(items_path))
-        for number, line in enumerate(items_path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                item_id, doi = row["item_id"], (row.get("paper") or {}).get("doi")
-                published = (row.get("paper") or {}).get("publication_date")
-            except (ValueError, KeyError, TypeError, AttributeError):
-                raise InputError("not an item with item_id (and paper.doi)", path=str(items_path),
-                                 line=number) from None
-            if item_id in item_dois:
-                item_dois[item_id] = doi
-                if published:
-                    own_dates[item_id] = published
+        dois, own = exposure.papers_of_items(items_path, item_dois)
+        item_dois |= dois
     known = {r.model for r in records}
     unknown = sorted(set(cutoffs) - known)
     if unknown:
         raise InputError(f"cutoff for models not in the responses: {', '.join(unknown)} "
                          f"(models: {', '.join(sorted(known))})", path=str(responses))
-    own = exposure.item_dates_of(own_dates, path=str(items_path))
     dated, undated = exposure.dates_of_items(item_dois, exposure.read_item_dates(item_dates) if item_dates else {})
     # the CSV wins; an item it leaves undated falls back to its own paper.publication_date
     dated |= {i: own[i] for i in undated if i in own}

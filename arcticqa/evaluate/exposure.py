@@ -23,8 +23,9 @@ of both sides, and the report lists how many.
 from __future__ import annotations
 
 import csv
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -41,7 +42,7 @@ from arcticqa.evaluate.stats import holm
 
 __all__ = [
     "read_item_dates",
-    "item_dates_of",
+    "papers_of_items",
     "dates_of_items",
     "PermutationResult",
     "label_permutation_test",
@@ -98,10 +99,27 @@ def read_item_dates(path: Path | str) -> dict[str, date]:
     return dates
 
 
-def item_dates_of(published: Mapping[str, str], *, path: str) -> dict[str, date]:
-    """Item id -> date from the items' own ``paper.publication_date`` values."""
-    return {item_id: _parse_date(value, path=path, line=None, field=f"{item_id}: paper.publication_date")
-            for item_id, value in published.items()}
+def papers_of_items(path: Path | str, wanted: Iterable[str]) -> tuple[dict[str, str | None], dict[str, date]]:
+    """From an ``items.jsonl``: each wanted item's ``paper.doi`` and its own ``paper.publication_date``."""
+    name, keep = str(path), set(wanted)
+    if not Path(path).exists():
+        raise InputError("file not found", path=name)
+    dois: dict[str, str | None] = {}
+    dates: dict[str, date] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            item_id, paper = row["item_id"], row.get("paper") or {}
+            doi, published = paper.get("doi"), paper.get("publication_date")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise InputError("not an item with item_id (and paper.doi)", path=name, line=number) from None
+        if item_id in keep:
+            dois[item_id] = doi
+            if published:
+                dates[item_id] = _parse_date(str(published), path=name, line=number, field="paper.publication_date")
+    return dois, dates
 
 
 def dates_of_items(item_dois: Mapping[str, str | None], dates: Mapping[str, date]) -> tuple[dict[str, date], list[str]]:
