@@ -13,6 +13,7 @@ import json
 import os
 import tomllib
 from collections.abc import Iterable
+from datetime import date
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args, get_origin
 
@@ -305,6 +306,8 @@ class EvalModel(ModelConfig):
 
     label: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._:@/+-]+$")
     display_name: str | None = None
+    # papers published before this date count as possibly seen in training (evaluate exposure)
+    knowledge_cutoff: date | None = None
 
     @model_validator(mode="before")
     @classmethod

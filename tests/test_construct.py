@@ -52,7 +52,7 @@ def _document() -> Document:
 DOC = _document()
 SPAN = {i: s.id for i, s in enumerate(DOC.spans)}  # 0 abstract, 1 intro, 2 methods, 3/4 results
 PAPER = PaperRecord(paperId="p-nansen", title="Sea ice at the Nansen Basin mooring", year=2022,
-                    externalIds={"DOI": "10.1234/NANSEN"})
+                    publicationDate="2022-03-15", externalIds={"DOI": "10.1234/NANSEN"})
 
 NUMERIC_FINDING = {
     "claim": "Mean sea-ice thickness at the Nansen Basin mooring decreased by 18% from 2010 to 2020.",
@@ -161,6 +161,7 @@ def test_happy_path_accepts_one_item_with_deterministic_distractors() -> None:
     assert all(d.rule == "numeric_outside_tolerance" and d.evidence_span_id == SPAN[3] for d in item.distractors)
     assert {e.id for e in item.evidence_spans} == {SPAN[3], SPAN[2]}
     assert item.paper.doi == "10.1234/nansen" and item.language_script == "latin"
+    assert item.paper.publication_date == "2022-03-15"  # discovery's date rides along for exposure splits
     assert item.writer_model == "fake-model"
     assert set(item.prompt_versions) >= {"finding_extractor", "question_writer", "reconstructor", "verifier",
                                          "distractor_writer"}

@@ -91,6 +91,7 @@ def _args(path: tuple[str, ...], inputs: dict[str, Path]) -> list[str]:
         ("funnel",): config,
         ("review", "report"): config,
         ("evaluate", "report"): ["--responses", str(inputs["responses"])],
+        ("evaluate", "exposure"): ["--responses", str(inputs["responses"])],
         ("evaluate", "score"): ["--protocol", "arcticabstain", "--items", str(inputs["items"]),
                                 "--responses", str(inputs["responses"])],
         ("evaluate", "run"): [*config, "--items", str(inputs["items"])],

@@ -8,6 +8,7 @@ Heavy imports live inside the commands so ``arcticqa --help`` stays fast.
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -104,6 +105,82 @@ def report_command(
         assert db is not None
         summary = chosen.report_from_store(make_engine(_db_url(db)), out, options, source=_db_url(db), models=model)
     _print_summary(summary)
+
+
+def _cutoffs(values: list[str]) -> dict[str, date]:
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.errors import ConfigError
+
+    found: dict[str, date] = {}
+    for value in values:
+        label, _, when = value.partition("=")
+        try:
+            found[label.strip()] = date.fromisoformat(when.strip())
+        except ValueError:
+            raise ConfigError(f"--cutoff: expected MODEL=YYYY-MM-DD, not {value!r}") from None
+        if not label.strip():
+            raise ConfigError(f"--cutoff: expected MODEL=YYYY-MM-DD, not {value!r}")
+    return found
+
+
+@evaluate_app.command("exposure")
+@handle_errors
+def exposure_command(
+    out: OutOption,
+    responses: Annotated[Path, typer.Option("--responses", help="Published responses.csv/.jsonl.")],
+    item_dates: Annotated[Path | None, typer.Option(
+        "--item-dates", help="CSV with a date column and item_id and/or doi (publication date of each item's "
+                             "paper); overrides paper.publication_date in the items file.")] = None,
+    items: Annotated[Path | None, typer.Option(
+        "--items", help="items.jsonl, to match --item-dates by DOI (default: items.jsonl beside --responses).")] = None,
+    cutoff: Annotated[list[str] | None, typer.Option(
+        "--cutoff", help="MODEL=YYYY-MM-DD knowledge cutoff (repeatable; overrides [[evaluate.models]]).")] = None,
+    config: ConfigOption = None,
+    resamples: ResamplesOption = 10_000,
+    draws: DrawsOption = 20_000,
+    seed: SeedOption = 7,
+    figure: FigureOption = True,
+    overwrite: OverwriteOption = False,
+) -> None:
+    """ArcticAbstain metrics split at each model's knowledge cutoff (training exposure)."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.config import load_settings
+    from arcticqa.errors import InputError
+    from arcticqa.evaluate import exposure
+    from arcticqa.evaluate.arcticabstain.records import load_published_responses
+    from arcticqa.evaluate.arcticabstain.report import StatsSettings
+    from arcticqa.evaluate.reportio import check_report_folder, write_report_folder
+
+    check_report_folder(out, overwrite=overwrite)
+    cutoffs: dict[str, date] = {}
+    if config is not None:
+        cutoffs = {m.label: m.knowledge_cutoff for m in load_settings(config).evaluate.models
+                   if m.knowledge_cutoff is not None}
+    cutoffs |= _cutoffs(cutoff or [])
+    records, _lines = load_published_responses(responses)
+    items_path = items or responses.parent / "items.jsonl"
+    item_dois: dict[str, str | None] = {r.item_id: None for r in records}
+    own: dict[str, date] = {}
+    if items is not None or items_path.exists():
+        dois, own = exposure.papers_of_items(items_path, item_dois)
+        item_dois |= dois
+    known = {r.model for r in records}
+    unknown = sorted(set(cutoffs) - known)
+    if unknown:
+        raise InputError(f"cutoff for models not in the responses: {', '.join(unknown)} "
+                         f"(models: {', '.join(sorted(known))})", path=str(responses))
+    dated, undated = exposure.dates_of_items(item_dois, exposure.read_item_dates(item_dates) if item_dates else {})
+    # the CSV wins; an item it leaves undated falls back to its own paper.publication_date
+    dated |= {i: own[i] for i in undated if i in own}
+    undated = [i for i in undated if i not in own]
+    exposures = exposure.build_exposure(records, dated, cutoffs,
+                               settings=StatsSettings(resamples=resamples, draws=draws, seed=seed))
+    figures = [lambda folder: exposure.exposure_figure(exposures, folder / "exposure.png", folder / "exposure.svg")] \
+        if figure and any(e.split for e in exposures) else []
+    texts = exposure.exposure_texts(exposures, undated)
+    write_report_folder(out, texts, figures, overwrite=overwrite)
+    console.print(texts["EXPOSURE.md"], highlight=False)
+    console.print(f"report written to {out}")
 
 
 @evaluate_app.command("score")

@@ -54,7 +54,8 @@ def release_items(store: Store) -> list[ReleaseItem]:
             answer_present_drops=p["answer_present_drops"], status=p.get("status", row.status),
             language_script=p["language_script"], numeric_answer=p["numeric_answer"],
             paper=PaperRef(doi=p["paper"].get("doi"), title=p["paper"].get("title"),
-                           year=p["paper"].get("year"), paper_family_id=row.family_id or row.paper_id),
+                           year=p["paper"].get("year"), publication_date=p["paper"].get("publication_date"),
+                           paper_family_id=row.family_id or row.paper_id),
             construction=Construction(writer_model=p["writer_model"],
                                       option_verifier_models=p.get("option_verifier_models", []),
                                       generation_prompt_version=prompt_versions.get(

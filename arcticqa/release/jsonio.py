@@ -36,7 +36,7 @@ _NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
 # additions that are left out when empty, so a v1 record serialises byte-identically
 _OPTIONAL_ITEM_KEYS = ("eval_set_id", "candidate_hash", "evidence", "claim_type", "scope",
                        "answer_unit", "source_license")
-_OPTIONAL_PAPER_KEYS = ("title", "year")
+_OPTIONAL_PAPER_KEYS = ("title", "year", "publication_date")
 
 
 #: an echoed value is cut to this many characters: a 5,000-digit "trial" is one line, not 22

@@ -90,6 +90,9 @@ class PaperRef(_Strict):
     doi: str | None = None
     title: str | None = Field(default=None, description="arcticqa addition (v1 names the DOI only)")
     year: int | None = Field(default=None, description="arcticqa addition")
+    publication_date: str | None = Field(
+        default=None, pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description="arcticqa addition: the paper's publication date from discovery metadata "
+                                  "(training-exposure splits; absent when the source has none)")
     paper_family_id: str = Field(min_length=1)
 
 

@@ -32,6 +32,7 @@ class PaperRef(BaseModel):
     doi: str | None = None
     title: str | None = None
     year: int | None = None
+    publication_date: str | None = None  # ISO date from discovery (Semantic Scholar publicationDate)
 
 
 class AcceptedDistractor(BaseModel):

@@ -179,7 +179,8 @@ class ConstructionResult(BaseModel):
 
 
 def _paper_ref(paper: PaperRecord) -> PaperRef:
-    return PaperRef(paper_id=paper.paperId, doi=paper.doi, title=paper.title, year=paper.year)
+    return PaperRef(paper_id=paper.paperId, doi=paper.doi, title=paper.title, year=paper.year,
+                    publication_date=paper.publicationDate)
 
 
 async def _from_finding(paper: PaperRecord, finding: Finding, llm: RoleClient, options: ConstructionOptions,

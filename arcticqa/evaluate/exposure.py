@@ -1,0 +1,342 @@
+"""Training exposure: every paired ArcticAbstain metric split at each model's knowledge cutoff.
+
+It lives beside :mod:`arcticqa.evaluate.coverage`, not in the ``arcticabstain`` subpackage, so
+every protocol keeps the same module names (docs/evaluation.md#protocol-shape); reading item
+dates does not depend on the protocol.
+
+An item is *before* a model's cutoff when its paper's publication date is earlier than the
+cutoff, *after* otherwise. Each side is reported with exactly the published procedure
+(:func:`arcticqa.evaluate.arcticabstain.report.build_report` on that side's responses: the
+question bootstrap CIs and the within-side sign-flip test of the condition shift), so a split
+number means what the unsplit one means.
+
+The before-after comparison is a permutation test over per-question values: answer-present
+accuracy when answering (N1/(N1+N2)) and abstention responsiveness (absent - present abstention
+rate). Before and after items are different questions, not pairs, so a sign flip (which swaps
+the two members of a pair) has nothing to swap; the exchangeable unit is the question's side
+label, and the test permutes those labels. Holm corrects each comparison across models.
+
+Dates are never guessed: an item whose paper has no date is counted as *undated* and left out
+of both sides, and the report lists how many.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from arcticqa.errors import InputError
+from arcticqa.evaluate.arcticabstain.metrics import METRIC_NAMES
+from arcticqa.evaluate.arcticabstain.records import ResponseRecord, model_order
+from arcticqa.evaluate.arcticabstain.report import ModelResult, StatsSettings, build_report
+from arcticqa.evaluate.reportio import csv_text, f6
+from arcticqa.evaluate.stats import holm
+
+__all__ = [
+    "read_item_dates",
+    "papers_of_items",
+    "dates_of_items",
+    "PermutationResult",
+    "label_permutation_test",
+    "ModelExposure",
+    "build_exposure",
+    "exposure_texts",
+    "exposure_figure",
+]
+
+
+def _parse_date(text: str, *, path: str, line: int | None, field: str) -> date:
+    value = text.strip()
+    try:
+        # A bare year or year-month (Semantic Scholar often has only the year) is its first day:
+        # the earliest the paper can have existed, so "before the cutoff" is never overstated.
+        if len(value) == 4:
+            return date(int(value), 1, 1)
+        if len(value) == 7:
+            return date(int(value[:4]), int(value[5:7]), 1)
+        return date.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"not a date (YYYY, YYYY-MM or YYYY-MM-DD): {value!r}", path=path, line=line,
+                         field=field) from None
+
+
+def read_item_dates(path: Path | str) -> dict[str, date]:
+    """``item_id``/``doi`` -> publication date from a CSV with a ``date`` column and one of those keys.
+
+    DOIs are matched case-insensitively (they are case-insensitive by definition). Empty dates
+    are skipped (that item stays undated); a malformed date or a key given twice is an error.
+    """
+    name = str(path)
+    dates: dict[str, date] = {}
+    with Path(path).open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        fields = reader.fieldnames or []
+        keys = [k for k in ("item_id", "doi") if k in fields]
+        if "date" not in fields or not keys:
+            raise InputError("needs a 'date' column and an 'item_id' or 'doi' column", path=name, line=1)
+        for row in reader:
+            line = reader.line_num
+            value = (row.get("date") or "").strip()
+            if not value:
+                continue
+            when = _parse_date(value, path=name, line=line, field="date")
+            for key in keys:
+                raw = (row.get(key) or "").strip()
+                if not raw:
+                    continue
+                identifier = raw.lower() if key == "doi" else raw
+                if identifier in dates and dates[identifier] != when:
+                    raise InputError(f"{key} {raw!r} has two different dates", path=name, line=line, field=key)
+                dates[identifier] = when
+    return dates
+
+
+def papers_of_items(path: Path | str, wanted: Iterable[str]) -> tuple[dict[str, str | None], dict[str, date]]:
+    """From an ``items.jsonl``: each wanted item's ``paper.doi`` and its own ``paper.publication_date``."""
+    name, keep = str(path), set(wanted)
+    if not Path(path).exists():
+        raise InputError("file not found", path=name)
+    dois: dict[str, str | None] = {}
+    dates: dict[str, date] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            item_id, paper = row["item_id"], row.get("paper") or {}
+            doi, published = paper.get("doi"), paper.get("publication_date")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise InputError("not an item with item_id (and paper.doi)", path=name, line=number) from None
+        if item_id in keep:
+            dois[item_id] = doi
+            if published:
+                dates[item_id] = _parse_date(str(published), path=name, line=number, field="paper.publication_date")
+    return dois, dates
+
+
+def dates_of_items(item_dois: Mapping[str, str | None], dates: Mapping[str, date]) -> tuple[dict[str, date], list[str]]:
+    """Each item's date (by item id first, then its paper's DOI) and the sorted undated item ids."""
+    found: dict[str, date] = {}
+    missing: list[str] = []
+    for item_id, doi in sorted(item_dois.items()):
+        when = dates.get(item_id) or (dates.get(doi.lower()) if doi else None)
+        if when is None:
+            missing.append(item_id)
+        else:
+            found[item_id] = when
+    return found, missing
+
+
+@dataclass(frozen=True)
+class PermutationResult:
+    """Two-sided test of mean(before) - mean(after) by permuting the questions' side labels."""
+
+    before: int
+    after: int
+    difference: float
+    p_value: float
+    draws: int
+    seed: int
+
+
+def label_permutation_test(before: Sequence[float], after: Sequence[float], *, draws: int = 20_000,
+                           seed: int = 7) -> PermutationResult:
+    """p = (#draws with |difference| >= |observed| - 1e-12, + 1) / (draws + 1), as the sign-flip test."""
+    a, b = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)
+    if a.size == 0 or b.size == 0:
+        return PermutationResult(a.size, b.size, float("nan"), float("nan"), draws, seed)
+    observed = math.fsum(before) / a.size - math.fsum(after) / b.size
+    pooled = np.concatenate([a, b])
+    rng = np.random.default_rng(seed)
+    # Each row is a random relabelling: the first len(before) of a permutation are "before".
+    order = rng.permuted(np.tile(np.arange(pooled.size), (draws, 1)), axis=1)
+    relabelled = pooled[order]
+    differences = relabelled[:, :a.size].mean(axis=1) - relabelled[:, a.size:].mean(axis=1)
+    extreme = int(np.count_nonzero(np.abs(differences) >= abs(observed) - 1e-12))
+    return PermutationResult(a.size, b.size, observed, (extreme + 1) / (draws + 1), draws, seed)
+
+
+def _per_question(rows: Sequence[ResponseRecord], item_ids: Sequence[str]) -> tuple[list[float], list[float]]:
+    """Per question (in id order): present accuracy when answering, and absent - present abstention.
+
+    A question is left out of a value whose denominator it never reaches (e.g. always abstained
+    when the answer was present), exactly as the published per-question shift does.
+    """
+    counts: dict[str, NDArray[np.int64]] = {i: np.zeros(6, dtype=np.int64) for i in item_ids}
+    for record in rows:
+        if record.item_id in counts:
+            counts[record.item_id][int(record.outcome[1])] += 1
+    accuracy: list[float] = []
+    responsiveness: list[float] = []
+    for item_id in sorted(counts):
+        c = counts[item_id]
+        if c[1] + c[2]:
+            accuracy.append(float(c[1]) / float(c[1] + c[2]))
+        present, absent = c[1] + c[2] + c[3], c[4] + c[5]
+        if present and absent:
+            responsiveness.append(float(c[5]) / float(absent) - float(c[3]) / float(present))
+    return accuracy, responsiveness
+
+
+@dataclass
+class ModelExposure:
+    """One model's split; ``before``/``after`` are None when it declares no cutoff."""
+
+    model: str
+    label: str
+    cutoff: date | None
+    whole: ModelResult
+    whole_items: int
+    before: ModelResult | None = None
+    after: ModelResult | None = None
+    before_items: int = 0
+    after_items: int = 0
+    accuracy_test: PermutationResult | None = None
+    responsiveness_test: PermutationResult | None = None
+    accuracy_holm_p: float = float("nan")
+    responsiveness_holm_p: float = float("nan")
+
+    @property
+    def split(self) -> bool:
+        return self.cutoff is not None
+
+
+def _side(rows: Sequence[ResponseRecord], model: str, settings: StatsSettings) -> ModelResult | None:
+    if not rows:
+        return None
+    return build_report(rows, settings=settings, models=[model]).models[0]
+
+
+def build_exposure(records: Sequence[ResponseRecord], item_dates: Mapping[str, date],
+                   cutoffs: Mapping[str, date | None], *,
+                   settings: StatsSettings | None = None) -> list[ModelExposure]:
+    """Split each model's responses at its cutoff; undated items are in neither side."""
+    settings = settings or StatsSettings()
+    order, labels = model_order(records)
+    by_model: dict[str, list[ResponseRecord]] = {m: [] for m in order}
+    for record in records:
+        by_model[record.model].append(record)
+    # The unsplit view is the published report itself, so its numbers are the published ones.
+    whole = {m.model: m for m in build_report(records, settings=settings, models=order).models}
+    results: list[ModelExposure] = []
+    for model in order:
+        cutoff = cutoffs.get(model)
+        result = ModelExposure(model=model, label=labels.get(model, model), cutoff=cutoff, whole=whole[model],
+                               whole_items=len({r.item_id for r in by_model[model]}))
+        results.append(result)
+        if cutoff is None:
+            continue
+        rows = by_model[model]
+        items = sorted({r.item_id for r in rows if r.item_id in item_dates})
+        before_ids = [i for i in items if item_dates[i] < cutoff]
+        after_ids = [i for i in items if item_dates[i] >= cutoff]
+        before_set, after_set = set(before_ids), set(after_ids)
+        result.before_items, result.after_items = len(before_ids), len(after_ids)
+        result.before = _side([r for r in rows if r.item_id in before_set], model, settings)
+        result.after = _side([r for r in rows if r.item_id in after_set], model, settings)
+        before_acc, before_resp = _per_question(rows, before_ids)
+        after_acc, after_resp = _per_question(rows, after_ids)
+        result.accuracy_test = label_permutation_test(before_acc, after_acc, draws=settings.draws,
+                                                      seed=settings.seed)
+        result.responsiveness_test = label_permutation_test(before_resp, after_resp, draws=settings.draws,
+                                                            seed=settings.seed)
+    tested = [r for r in results if r.accuracy_test is not None and r.responsiveness_test is not None]
+    for attribute, target in (("accuracy_test", "accuracy_holm_p"), ("responsiveness_test", "responsiveness_holm_p")):
+        valid = [r for r in tested if not math.isnan(getattr(r, attribute).p_value)]
+        for r, adjusted in zip(valid, holm([getattr(r, attribute).p_value for r in valid]), strict=True):
+            setattr(r, target, adjusted)
+    return results
+
+
+_SIDE_HEADER = ["model", "model_label", "knowledge_cutoff", "side", "questions", "responses", "valid",
+                "present_abstention", "present_ci_low", "present_ci_high", "absent_abstention", "absent_ci_low",
+                "absent_ci_high", "shift", "shift_ci_low", "shift_ci_high", "present_accuracy_when_answering",
+                "accuracy_ci_low", "accuracy_ci_high", "shift_test_p", *METRIC_NAMES]
+_TEST_HEADER = ["model", "model_label", "knowledge_cutoff", "comparison", "before_questions", "after_questions",
+                "difference_before_minus_after", "p_value", "holm_p", "draws", "seed"]
+
+
+def _side_row(e: ModelExposure, side: str, result: ModelResult | None, questions: int) -> list[str | int]:
+    head: list[str | int] = [e.model, e.label, e.cutoff.isoformat() if e.cutoff else "", side, questions]
+    if result is None:
+        return head + [""] * (len(_SIDE_HEADER) - len(head))
+    c = result.counts
+    return head + [c.responses, c.valid, f6(c.present_abstention), f6(result.present_ci[0]),
+                   f6(result.present_ci[1]), f6(c.absent_abstention), f6(result.absent_ci[0]),
+                   f6(result.absent_ci[1]), f6(c.shift), f6(result.shift_ci[0]), f6(result.shift_ci[1]),
+                   f6(c.present_accuracy_when_answering), f6(result.accuracy_ci[0]), f6(result.accuracy_ci[1]),
+                   f6(result.test.p_value), *(f6(v) for v in c.metrics().values())]
+
+
+def exposure_texts(exposures: Sequence[ModelExposure], undated: Sequence[str]) -> dict[str, str]:
+    """The report's text files: per-side metrics, the before-after tests, the undated items."""
+    sides: list[list[str | int]] = []
+    tests: list[list[str | int]] = []
+    lines = ["# Training exposure: metrics before vs after each model's knowledge cutoff", "",
+             f"Undated items (in neither side, listed in undated-items.csv): {len(undated)}.", ""]
+    for e in exposures:
+        sides.append(_side_row(e, "all", e.whole, e.whole_items))
+        if not e.split:
+            lines.append(f"- {e.label}: no knowledge_cutoff declared; reported unsplit.")
+            continue
+        sides.append(_side_row(e, "before", e.before, e.before_items))
+        sides.append(_side_row(e, "after", e.after, e.after_items))
+        assert e.cutoff is not None
+        for name, test, adjusted in (("present_accuracy", e.accuracy_test, e.accuracy_holm_p),
+                                     ("abstention_responsiveness", e.responsiveness_test, e.responsiveness_holm_p)):
+            assert test is not None
+            tests.append([e.model, e.label, e.cutoff.isoformat(), name, test.before, test.after,
+                          f6(test.difference), f6(test.p_value), f6(adjusted), test.draws, test.seed])
+            lines.append(f"- {e.label} (cutoff {e.cutoff.isoformat()}): {name.replace('_', ' ')} before - after "
+                         f"= {test.difference:+.3f} ({test.before} vs {test.after} questions), "
+                         f"permutation p = {test.p_value:.4f}, Holm p = {adjusted:.4f}.")
+    return {"EXPOSURE.md": "\n".join(lines) + "\n",
+            "exposure.csv": csv_text(_SIDE_HEADER, sides),
+            "exposure-tests.csv": csv_text(_TEST_HEADER, tests),
+            "undated-items.csv": csv_text(["item_id"], [[i] for i in undated])}
+
+
+def exposure_figure(exposures: Sequence[ModelExposure], png: Path, svg: Path) -> None:
+    """Per model: abstention responsiveness and answer-present accuracy, before vs after, with CIs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    split = [e for e in exposures if e.before is not None and e.after is not None]
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 0.9 + 0.45 * max(len(split), 1)), sharey=True)
+    for ax, (title, value, ci) in zip(axes, (
+            ("Abstention responsiveness (absent - present)", "shift", "shift_ci"),
+            ("Answer-present accuracy when answering", "present_accuracy_when_answering", "accuracy_ci")),
+            strict=True):
+        for row, e in enumerate(split):
+            for side, offset, colour in (("before", -0.12, "tab:blue"), ("after", 0.12, "tab:orange")):
+                result = getattr(e, side)
+                x = getattr(result.counts, value)
+                low, high = getattr(result, ci)
+                ax.errorbar([x], [row + offset], xerr=[[x - low], [high - x]], fmt="o", color=colour,
+                            markersize=4, capsize=2, label=f"{side} cutoff" if row == 0 else None)
+        ax.set_title(title, fontsize=9)
+        ax.grid(color="0.92")
+        # responsiveness is a difference of rates (can be negative); accuracy is a rate
+        if value == "shift":
+            ax.axvline(0.0, color="0.6", linewidth=0.8, zorder=0)
+        else:
+            ax.set_xlim(-0.02, 1.02)
+    axes[0].set_yticks(range(len(split)), [f"{e.label} ({e.cutoff})" for e in split], fontsize=8)
+    axes[0].invert_yaxis()
+    axes[0].legend(fontsize=7, frameon=False)
+    fig.suptitle("ArcticAbstain before vs after each model's knowledge cutoff (95% question-bootstrap CIs)",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png, dpi=150, metadata={"Software": None})
+    fig.savefig(svg, metadata={"Date": None})
+    plt.close(fig)
