@@ -59,7 +59,7 @@ def _modules(package: Path) -> set[str]:
 
 def test_every_bundled_protocol_is_a_subpackage_with_the_same_module_names() -> None:
     packages = {p.name: p for p in (EVALUATE / p.name for p in BUNDLED)}
-    assert set(packages) == {"arcticabstain", "abstainqa", "know2guess"}
+    assert set(packages) == {"arcticabstain", "abstainqa", "know2guess", "open"}
     names = {name: _modules(path) for name, path in packages.items()}
     expected = {"__init__", "items", "prompt", "parse", "records", "metrics", "report"}
     assert all(found == expected for found in names.values()), names

@@ -1,6 +1,6 @@
 """CLI commands: ``arcticqa evaluate run|report|score|policies`` (the abstention evaluator).
 
-``--protocol`` picks ArcticAbstain (the default), Abstain-QA or Know2Guess. ``evaluate run``
+``--protocol`` picks ArcticAbstain (the default), Abstain-QA, Know2Guess or the open-ended one. ``evaluate run``
 calls the async runner directly, without Prefect; the Prefect flow ``evaluate-arcticabstain``
 (flows/evaluate_arcticabstain.py) runs the same ArcticAbstain code with one task per model.
 Heavy imports live inside the commands so ``arcticqa --help`` stays fast.
@@ -32,7 +32,7 @@ ResamplesOption = Annotated[int, typer.Option("--resamples", min=1, help="Bootst
 DrawsOption = Annotated[int, typer.Option("--draws", min=1, help="Sign-flip permutation draws.")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap and permutation draws.")]
 FigureOption = Annotated[bool, typer.Option("--figure/--no-figure", help="Write the figures (PNG and SVG).")]
-ProtocolOption = Annotated[str, typer.Option("--protocol", help="arcticabstain | abstainqa | know2guess")]
+ProtocolOption = Annotated[str, typer.Option("--protocol", help="arcticabstain | abstainqa | know2guess | open")]
 ThresholdsOption = Annotated[str, typer.Option(
     "--thresholds", help="Abstain-QA verbal-confidence thresholds t (answer with confidence <= t -> IDK/NOTA).")]
 PenaltyOption = Annotated[float, typer.Option(
@@ -293,7 +293,7 @@ def run_command(
     overwrite: OverwriteOption = False,
 ) -> None:
     """Run the configured models on every item: ArcticAbstain (both conditions), or --protocol
-    abstainqa / know2guess with their prompt variants (no Prefect; see the flow)."""
+    abstainqa / know2guess / open with their prompt variants (no Prefect; see the flow)."""
     import asyncio
     import os
 

@@ -1,7 +1,7 @@
-"""The registry of evaluation protocols: ArcticAbstain, Abstain-QA and Know2Guess.
+"""The registry of evaluation protocols: ArcticAbstain, Abstain-QA, Know2Guess and the open-ended one.
 
 Every protocol is one :class:`~arcticqa.evaluate.shape.EvalProtocol` object in its own subpackage
-of :mod:`arcticqa.evaluate` (``arcticabstain``, ``abstainqa``, ``know2guess``), whose modules carry
+of :mod:`arcticqa.evaluate` (``arcticabstain``, ``abstainqa``, ``know2guess``, ``open``), whose modules carry
 the same names (the shape is described in :mod:`arcticqa.evaluate.shape`). :func:`get_protocol`
 finds one by name; :func:`register_protocol` adds another.
 """
@@ -13,15 +13,16 @@ from arcticqa.errors import ConfigError
 from arcticqa.evaluate.abstainqa import ABSTAINQA
 from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
 from arcticqa.evaluate.know2guess import KNOW2GUESS
+from arcticqa.evaluate.open import OPEN
 from arcticqa.evaluate.shape import EvalProtocol, ProtocolBase, ReportOptions, ReportSummary, RunOptions
 
 __all__ = ["EvalProtocol", "ProtocolBase", "ReportOptions", "RunOptions", "ReportSummary", "PROTOCOLS",
-           "BUNDLED", "ARCTICABSTAIN", "ABSTAINQA", "KNOW2GUESS", "register_protocol", "get_protocol"]
+           "BUNDLED", "ARCTICABSTAIN", "ABSTAINQA", "KNOW2GUESS", "OPEN", "register_protocol", "get_protocol"]
 
 PROTOCOLS: dict[str, EvalProtocol] = {}
 
 #: the protocols that ship with arcticqa, each a subpackage of arcticqa.evaluate of the same name
-BUNDLED: tuple[EvalProtocol, ...] = (ARCTICABSTAIN, ABSTAINQA, KNOW2GUESS)
+BUNDLED: tuple[EvalProtocol, ...] = (ARCTICABSTAIN, ABSTAINQA, KNOW2GUESS, OPEN)
 
 
 def register_protocol(protocol: EvalProtocol) -> EvalProtocol:

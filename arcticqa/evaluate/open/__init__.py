@@ -1,0 +1,83 @@
+"""The open-ended protocol (``--protocol open``): spontaneous abstention without answer options.
+
+Items are a release ``items.jsonl`` (:mod:`.items`); the model sees context and question and answers
+briefly or abstains in its own words (:mod:`.prompt`); replies are graded by abstention rules and the
+deterministic answer matcher (:mod:`.parse`) into records (:mod:`.records`); accuracy, abstention rate,
+R-Acc and the pairing with the multiple-choice answer-present condition (:mod:`.metrics`) make the
+report (:mod:`.report`). A report from the store pairs with the ArcticAbstain responses recorded there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+from arcticqa.config import EvalModel
+from arcticqa.errors import ConfigError
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.external import ExternalLine
+from arcticqa.evaluate.open import items, metrics, parse, prompt, records, report
+from arcticqa.evaluate.open.items import EvalItem
+from arcticqa.evaluate.open.prompt import OpenCall
+from arcticqa.evaluate.open.records import OpenRecord
+from arcticqa.evaluate.open.report import OpenReport
+from arcticqa.evaluate.shape import ProtocolBase, ReportOptions, ReportSummary, RunOptions
+from arcticqa.llm.chat import ChatOutcome
+
+__all__ = ["OpenProtocol", "OPEN", "items", "metrics", "parse", "prompt", "records", "report"]
+
+
+class OpenProtocol(ProtocolBase[EvalItem, OpenCall, OpenRecord, OpenReport]):
+    """The open-ended protocol: see the module docstring."""
+
+    name = "open"
+    summary = "Open-ended: no options, answer briefly or abstain in your own words"
+    question_id_fields = ("item_id", "question_id")
+
+    def load_items(self, path: Path, *, eval_set: str) -> list[EvalItem]:
+        return items.load_open_items(path)
+
+    def item_id(self, item: EvalItem) -> str:
+        return item.item_id
+
+    def plan(self, items: Sequence[EvalItem], options: RunOptions) -> Callable[[EvalModel], Sequence[OpenCall]]:
+        prompts = [prompt.load_open_prompt(v) for v in (options.variants or ["answer_or_abstain"])]
+        calls = prompt.plan_calls(items, prompts, trials=options.trials, eval_set=options.eval_set)
+        return lambda model: calls  # every model is shown the same calls
+
+    def store_row(self, call: OpenCall, model: EvalModel, outcome: ChatOutcome) -> dict[str, Any]:
+        return records.store_row(call, model, outcome)
+
+    def record_from_row(self, row: Mapping[str, Any]) -> OpenRecord:
+        return records.record_from_row(row)
+
+    def record_from_external(self, item: EvalItem, line: ExternalLine) -> OpenRecord:
+        return records.record_from_external(item, line)
+
+    def build_report(self, records: Sequence[OpenRecord], options: ReportOptions, *, source: str,
+                     models: Sequence[str] | None = None) -> OpenReport:
+        return report.build_open_report(records, source=source)
+
+    def write_report(self, report_: OpenReport, out: Path, options: ReportOptions) -> Path:
+        return report.write_open_report(report_, out)
+
+    def report_summary(self, report_: OpenReport, out_dir: Path) -> ReportSummary:
+        warnings = ["no ArcticAbstain responses to pair with"] if report_.pairings == [] else []
+        return ReportSummary(out_dir, report.summary_lines(report_), warnings)
+
+    def report_from_store(self, engine: Engine, out: Path, options: ReportOptions, *, source: str,
+                          models: Sequence[str] | None = None, in_given_order: bool = False) -> ReportSummary:
+        # the store also holds the MC runs of the same models: pair with them
+        open_records = self.records_from_store(engine, models=models)
+        if not open_records:
+            of = f" of model(s) {', '.join(models)}" if models else ""
+            raise ConfigError(f"{source}: the store holds no {self.name} responses{of}")
+        mc = ARCTICABSTAIN.records_from_store(engine, models=models)
+        report_ = report.build_open_report(open_records, source=source, mc_records=mc)
+        return self.report_summary(report_, self.write_report(report_, out, options))
+
+
+OPEN = OpenProtocol()

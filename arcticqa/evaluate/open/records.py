@@ -1,0 +1,86 @@
+"""Open-protocol records: one graded reply, from a live call, a store row or an external line. A
+record is also the ``details`` of its ``eval_response`` row."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from arcticqa.config import EvalModel
+from arcticqa.evaluate.external import ExternalLine
+from arcticqa.evaluate.open.items import EvalItem
+from arcticqa.evaluate.open.parse import grade_reply
+from arcticqa.evaluate.open.prompt import OpenCall
+from arcticqa.llm.chat import ChatOutcome
+
+__all__ = ["OpenRecord", "record_from_call", "store_row", "record_from_row", "record_from_external"]
+
+
+@dataclass(frozen=True)
+class OpenRecord:
+    """One graded reply (also the ``details`` of its store row)."""
+
+    model: str
+    model_label: str
+    variant: str
+    trial: int
+    item_id: str
+    raw_response_text: str | None
+    outcome: str
+    rule: str | None
+    grade_confidence: str | None
+    prompt_version: str = ""
+
+    @property
+    def cell(self) -> tuple[str, str, str, int]:
+        return (self.model, self.item_id, self.variant, self.trial)
+
+    def to_details(self) -> dict[str, Any]:
+        return {"protocol": "open", **asdict(self)}
+
+    @classmethod
+    def from_details(cls, details: dict[str, Any]) -> OpenRecord:
+        return cls(**{k: v for k, v in details.items() if k in cls.__dataclass_fields__})
+
+
+def _record(item: EvalItem, *, model: str, model_label: str, variant: str, trial: int, text: str | None,
+            failure: str | None, prompt_version: str = "") -> OpenRecord:
+    grade = grade_reply(item.gold_answer, text, failure=failure)
+    return OpenRecord(model=model, model_label=model_label, variant=variant, trial=trial, item_id=item.item_id,
+                      raw_response_text=text, outcome=grade.outcome, rule=grade.rule,
+                      grade_confidence=grade.confidence, prompt_version=prompt_version)
+
+
+def record_from_call(call: OpenCall, model: EvalModel, outcome: ChatOutcome) -> OpenRecord:
+    """Grade one finished live call into its record."""
+    return _record(call.item, model=model.label, model_label=model.name, variant=call.condition, trial=call.trial,
+                   text=outcome.text, failure=outcome.failure, prompt_version=call.prompt.version)
+
+
+def store_row(call: OpenCall, model: EvalModel, outcome: ChatOutcome) -> dict[str, Any]:
+    """The ``eval_response`` columns of one finished call (the runner adds run id and position)."""
+    rec = record_from_call(call, model, outcome)
+    return {
+        "protocol": "open", "eval_set": call.eval_set, "model": model.label, "model_label": model.name,
+        "api_model": model.model, "item_id": call.item.item_id, "condition": call.condition, "trial": call.trial,
+        "order_seed": "", "options": [], "correct_letter": "", "prompt_version": call.prompt.version,
+        "prompt_sha256": call.prompt_sha256, "raw_response_text": outcome.text, "chosen_letter": None,
+        "chosen_kind": rec.outcome, "parser": "open-matcher", "lenient_letter": None, "outcome": rec.outcome,
+        "lenient_outcome": rec.outcome, "cause": rec.rule, "finish_reason": outcome.finish_reason,
+        "usage": outcome.usage, "latency_s": outcome.latency_s, "attempts": outcome.attempts,
+        "cost_usd": outcome.cost_usd(model), "error": outcome.error, "details": rec.to_details(),
+    }
+
+
+def record_from_row(row: Mapping[str, Any]) -> OpenRecord:
+    """The record a store row carries in ``details``."""
+    return OpenRecord.from_details(dict(row["details"] or {}))
+
+
+def record_from_external(item: EvalItem, line: ExternalLine) -> OpenRecord:
+    """One external line (read by :func:`arcticqa.evaluate.external.external_lines`); optional
+    ``prompt_variant`` (default ``answer_or_abstain``) on top of the shared fields."""
+    variant = str(line.row.get("prompt_variant") or "answer_or_abstain")
+    return _record(item, model=line.model, model_label=line.model_label, variant=variant, trial=line.trial,
+                   text=line.raw_response_text, failure=line.failure)

@@ -1,0 +1,205 @@
+"""The open-ended protocol: abstention rules, the answer matcher (never grading a true rewrite of a
+real v1 answer wrong), McNemar, and scripted policies through the loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arcticqa.config import EvalModel
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.open import OPEN
+from arcticqa.evaluate.open.items import load_open_items
+from arcticqa.evaluate.open.metrics import mcnemar_exact
+from arcticqa.evaluate.open.parse import abstention_rule, grade_reply, match_answer
+from arcticqa.evaluate.policies import gold_map, policy_responder
+from arcticqa.evaluate.protocols import get_protocol
+from arcticqa.evaluate.runner import run_protocol
+from arcticqa.evaluate.shape import ReportOptions, RunOptions
+from arcticqa.standins.replies import Reply
+from arcticqa.standins.server import FakeOpenAIServer
+from arcticqa.store.db import make_engine
+
+# -- abstention rules ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("reply", "rule"), [
+    ("I don't know.", "open.abstain.dont_know"),
+    ("I do not know the exact value; it was not reported.", "open.abstain.dont_know"),
+    ("I’m not sure which species that was.", "open.abstain.dont_know"),
+    ("This cannot be determined from the context.", "open.abstain.cannot_determine"),
+    ("I am unable to answer this question.", "open.abstain.cannot_determine"),
+    ("There is not enough information to say.", "open.abstain.no_information"),
+    ("The context does not mention the flux.", "open.abstain.no_information"),
+    ("Unknown", "open.abstain.explicit"),
+    ("I abstain.", "open.abstain.explicit"),
+])
+def test_abstention_rules_recognise_own_words(reply: str, rule: str) -> None:
+    assert abstention_rule(reply) == rule
+    assert grade_reply("Cassiope", reply).outcome == "abstained"
+
+
+@pytest.mark.parametrize("reply", ["Cassiope", "An unknown Salix hybrid", "Dryas, I think.",
+                                   "It increased by 31%", "0.5 m"])
+def test_answers_are_not_abstentions(reply: str) -> None:
+    assert abstention_rule(reply) is None
+
+
+def test_transport_outcomes() -> None:
+    assert grade_reply("x", None, failure="timeout").outcome == "no_answer"
+    assert grade_reply("x", None, failure="refusal").outcome == "unparseable"
+    assert grade_reply("x", "  ").outcome == "unparseable"
+
+
+# -- the matcher ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("gold", "reply", "outcome", "rule"), [
+    ("Cassiope", "The answer is cassiope.", "correct", "exact"),
+    ("0.5 m", "50 cm", "correct", "numbers"),
+    ("0.5 m", "80 cm", "wrong", "numbers"),
+    ("2.018 ppm", "2 ppm", "undecided", None),  # a rounding: not proven either way
+    ("Silene, Dryas and Salix", "Salix, Silene, Dryas", "correct", "set"),
+    ("40% reduction", "a 40% increase", "wrong", "direction"),
+    ("60%", "A decrease of 60%", "undecided", None),  # adds a claim the gold answer does not make
+    ("Cassiope", "Cassiope tetragona", "correct", "contains"),
+    ("Cassiope", "not Cassiope", "undecided", None),
+    ("Cassiope", "Silene", "undecided", None),
+])
+def test_matcher_examples(gold: str, reply: str, outcome: str, rule: str | None) -> None:
+    grade = match_answer(gold, reply)
+    assert (grade.outcome, grade.rule) == (outcome, rule)
+
+
+def test_mcnemar_exact_known_values() -> None:
+    # b=1, c=9: 2 * (C(10,0) + C(10,1)) / 2**10 = 22/1024 (R: binom.test(1, 10)$p.value = 0.02148438)
+    assert mcnemar_exact(1, 9) == pytest.approx(0.021484375)
+    assert mcnemar_exact(9, 1) == mcnemar_exact(1, 9)
+    assert mcnemar_exact(0, 4) == pytest.approx(0.125)
+    assert mcnemar_exact(3, 3) == 1.0 and mcnemar_exact(0, 0) == 1.0
+
+
+def _rewrites(gold: str) -> list[str]:
+    """Equivalent rewrites of a gold answer: case, a lead-in, final punctuation, spacing, an article,
+    a list in reverse order."""
+    parts = re.split(r"\s*,\s*", gold)
+    reorder = [", ".join(reversed(parts))] if len(parts) > 2 and not re.search(r"\d|\(", gold) else []
+    return [gold, gold.lower(), gold.upper(), f"The answer is {gold}.", f"{gold}.", f"  {gold}  ",
+            f"Answer: {gold}", f"It was {gold}", f"the {gold}", gold.replace(" ", "  "), *reorder]
+
+
+@pytest.mark.shared
+def test_matcher_never_grades_a_rewrite_of_a_real_answer_wrong(arcticqa_v1: Path) -> None:
+    golds = [json.loads(line)["gold_answer"]
+             for line in (arcticqa_v1 / "items.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    # every rewrite of every real answer (exhaustive, so no sample can miss one): never wrong, and
+    # these plain rewrites are all recognised as correct
+    graded = [(gold, reply, grade_reply(gold, reply).outcome) for gold in golds for reply in _rewrites(gold)]
+    assert len(graded) > 10 * len(golds) - 1
+    assert [g for g in graded if g[2] != "correct"] == []
+
+
+@pytest.mark.shared
+def test_matcher_never_grades_a_v1_distractor_correct(arcticqa_v1: Path) -> None:
+    # the release's distractors are verified wrong answers: the matcher may leave them undecided only
+    graded = []
+    for item in load_open_items(arcticqa_v1 / "items.jsonl"):
+        graded += [(item.gold_answer, d, match_answer(item.gold_answer, d).outcome) for d in item.distractors]
+    assert [g for g in graded if g[2] == "correct"] == []
+    assert sum(g[2] == "wrong" for g in graded) > len(graded) / 2  # the matcher decides most of them
+
+
+# -- scripted policies through the loopback server ---------------------------------------------
+
+ITEMS = [
+    ("q1", "Which plant flowered first?", "Cassiope", ["Silene", "Dryas", "Salix", "Papaver"]),
+    ("q2", "How thick was the active layer?", "0.5 m", ["80 cm", "1.2 m", "2 m", "3 m"]),
+    ("q3", "How did the total PLFA concentration change?", "increased by 31%",
+     ["decreased by 31%", "did not change", "increased by 5%", "decreased by 5%"]),
+    ("q4", "What mean temperature was measured?", "-4.2 °C", ["-1.0 °C", "-8 °C", "0 °C", "2 °C"]),
+]
+
+
+def _items_file(tmp_path: Path) -> Path:
+    rows = [{"item_id": i, "question": q, "question_context": f"Context of {i}.", "gold_answer": g,
+             "distractors": [{"rank": r, "text": t} for r, t in enumerate(ds)]} for i, q, g, ds in ITEMS]
+    path = tmp_path / "items.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _responder(items_path: Path) -> Any:
+    mc = policy_responder(gold_map(items_path))
+    by_question = {q: (g, ds) for _, q, g, ds in ITEMS}
+
+    def reply(body: dict[str, Any], headers: Mapping[str, str]) -> Any:
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if not user.startswith("CONTEXT\n"):
+            return mc(body, headers)  # the multiple-choice run of the same model
+        gold, distractors = by_question[user.rsplit("QUESTION\n", 1)[1]]
+        policy = body["model"]
+        text = {"always-abstain": "I don't know.", "oracle": f"The answer is {gold}.",
+                "gold-or-first-distractor": "This cannot be determined from the context.",
+                "first-option": distractors[0]}[policy]
+        return Reply(content=text)
+
+    return reply
+
+
+def _model(label: str, url: str) -> EvalModel:
+    return EvalModel(label=label, model=label, base_url=url, api_key_env=None, max_concurrency=4, max_retries=1,
+                     backoff_initial_s=0.01, backoff_max_s=0.02, timeout_s=5.0)
+
+
+def test_scripted_policies_give_known_results(tmp_path: Path) -> None:
+    items_path = _items_file(tmp_path)
+    engine = make_engine(f"sqlite:///{tmp_path / 'e.db'}")
+    policies = ["always-abstain", "oracle", "gold-or-first-distractor", "first-option"]
+    assert get_protocol("open") is OPEN
+    with FakeOpenAIServer(_responder(items_path)) as server:
+        models = [_model(p, server.base_url) for p in policies]
+        opened = asyncio.run(run_protocol(OPEN.live(RunOptions(items=items_path, trials=2)), models, engine))
+        asyncio.run(run_protocol(ARCTICABSTAIN.live(RunOptions(items=items_path, trials=2)), models[:3], engine))
+    n = len(ITEMS) * 2
+    assert opened.recorded == len(policies) * n
+    report_dir = tmp_path / "report"
+    summary = OPEN.report_from_store(engine, report_dir, ReportOptions(), source="e.db")
+    data = json.loads((report_dir / "summary.json").read_text(encoding="utf-8"))
+    by = {g["model_id"]: g for g in data["groups"]}
+
+    assert (by["always-abstain"]["abstention_rate"], by["always-abstain"]["accuracy"]) == (1.0, 0.0)
+    assert (by["oracle"]["accuracy"], by["oracle"]["r_acc"], by["oracle"]["abstention_rate"]) == (1.0, 1.0, 0.0)
+    # rank-0 distractors: q2 and q4 are proven wrong by the number grammar, q3 by the direction
+    # words, "Silene" for "Cassiope" cannot be decided without the verifier
+    first = by["first-option"]
+    assert (first["wrong"], first["undecided"], first["correct"]) == (6, 2, 0)
+    assert first["r_acc"] == 0.0 and first["accuracy"] == 0.0
+
+    pairs = {p["model"]: p for p in data["pairing"]}
+    assert set(pairs) == {"always-abstain", "oracle", "gold-or-first-distractor"}  # first-option had no MC run
+    assert (pairs["always-abstain"]["both_abstained"], pairs["always-abstain"]["mcnemar_exact_p"]) == (n, 1.0)
+    assert (pairs["oracle"]["neither_abstained"], pairs["oracle"]["mc_wrong"]) == (n, 0)
+    # MC picked the gold answer, open abstained every time: c = 8, b = 0, p = 2 / 2**8
+    gold_first = pairs["gold-or-first-distractor"]
+    assert (gold_first["open_only_abstained"], gold_first["mc_only_abstained"]) == (n, 0)
+    assert gold_first["mcnemar_exact_p"] == pytest.approx(2 / 2 ** n)
+    assert (report_dir / "pairing.csv").exists() and "McNemar" in (report_dir / "TABLES.md").read_text("utf-8")
+    assert any("R-Acc 1.000" in line for line in summary.lines)
+
+
+def test_score_external_responses(tmp_path: Path) -> None:
+    items_path = _items_file(tmp_path)
+    lines = [{"model": "m", "item_id": "q1", "trial": 1, "raw_response_text": "Cassiope"},
+             {"model": "m", "item_id": "q2", "trial": 1, "raw_response_text": "I do not know."},
+             {"model": "m", "item_id": "q4", "trial": 1, "raw_response_text": "-9 °C"}]
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines), encoding="utf-8")
+    OPEN.score_external(items_path, responses, tmp_path / "out", ReportOptions())
+    group = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))["groups"][0]
+    assert (group["correct"], group["abstained"], group["wrong"], group["r_acc"]) == (1, 1, 1, 0.5)
