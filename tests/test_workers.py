@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.engine import make_url
 from sqlmodel import select
 
 from arcticqa.config import load_settings
@@ -242,13 +245,49 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_papers(tmp_pat
     assert _items(store) == expected_items
 
 
+class _AnswerWhenWorkersRegistered:
+    """A responder that holds every completion until ``workers`` build processes have registered
+    in the store (read with plain sqlite3, so the test never migrates the store under the build),
+    or 120 s have passed (then the test's own assertions say what went wrong)."""
+
+    def __init__(self, inner: ScriptedModel, db: Path, *, workers: int) -> None:
+        self.inner, self.db, self.workers = inner, db, workers
+        self._open = threading.Event()
+
+    def _registered(self) -> int:
+        if not self.db.exists():
+            return 0
+        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
+        try:
+            return int(con.execute("SELECT count(DISTINCT pid) FROM worker").fetchone()[0])
+        except sqlite3.OperationalError:  # the build has not created the table yet
+            return 0
+        finally:
+            con.close()
+
+    def __call__(self, body: dict[str, Any], headers: Mapping[str, str]) -> Any:
+        deadline = time.monotonic() + 120
+        while not self._open.is_set():
+            if self._registered() >= self.workers or time.monotonic() > deadline:
+                self._open.set()
+            else:
+                time.sleep(0.2)
+        return self.inner(body, headers)
+
+
 def test_build_workers_flag_runs_helper_processes_on_the_same_store(tmp_path: Path) -> None:
     corpus = make_corpus(tmp_path / "corpus", n=6)
     with FakeOpenAIServer(ScriptedModel()) as srv:
         reference = write_config(tmp_path / "reference", base_url=srv.base_url, corpus=corpus)
         build_in_process(reference)
         expected_items = _items(Store(load_settings(reference).store.url))
-    with FakeOpenAIServer(ScriptedModel(), latency=0.6) as srv:  # the helper must start before construction ends, even on a loaded machine
+    config = write_config(tmp_path / "workers", base_url="http://127.0.0.1:9/v1", corpus=corpus)
+    # No model answer until the helper process has registered: on a loaded machine its start-up
+    # (seconds of imports) used to outlast the whole construction, so "the helper did no
+    # construction" failed by timing, not by a fault.
+    gated = _AnswerWhenWorkersRegistered(ScriptedModel(), Path(str(make_url(load_settings(config).store.url).database)),
+                                         workers=2)
+    with FakeOpenAIServer(gated, latency=0.2) as srv:
         config = write_config(tmp_path / "workers", base_url=srv.base_url, corpus=corpus)
         build = _worker(config, "build", "--workers", "2")
         out = build.communicate(timeout=300)[0]
