@@ -5,7 +5,9 @@ variant, and the robustness report (spread, ranking flips)."""
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
+import sqlite3
 import statistics
 from collections.abc import Mapping
 from pathlib import Path
@@ -248,8 +250,6 @@ def test_scripted_policies_give_the_known_result_of_every_variant(
 
 
 def _published_rows(db: Path) -> list[dict[str, Any]]:
-    import sqlite3
-
     with sqlite3.connect(db) as connection:
         connection.row_factory = sqlite3.Row
         rows = connection.execute("SELECT model, condition, options, details FROM eval_response WHERE eval_set = ?",
@@ -389,3 +389,22 @@ def test_bad_variants_input_exits_2_with_one_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["evaluate", "run", "-c", str(config), "--items", str(items), "--db",
                                  str(tmp_path / "e.db"), "--variants", str(plan)])
     assert result.exit_code == 2 and "plan.toml" in result.output and "variants.labels.0" in result.output
+
+
+def test_the_reference_policies_over_variants_from_the_cli(tmp_path: Path) -> None:
+    items = _write_items(_items(6), tmp_path / "items.jsonl")
+    result = runner.invoke(app, ["evaluate", "policies", "--items", str(items), "--trials", "1", "--db",
+                                 str(tmp_path / "p.db"), "--variants", "published,published.letters.first",
+                                 "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    rows = {(r["model_id"], r["variant"]): r for r in _csv_rows(tmp_path / "rep" / "variant-metrics.csv")}
+    assert len(rows) == 4 * 2
+    for variant in ("published", "published.letters.first"):
+        assert rows[("always-abstain", variant)]["abstention_rate"] == "1.000000"
+        assert rows[("oracle", variant)]["acc"] == "1.000000"
+    assert rows[("first-option", "published.letters.first")]["abstention_rate"] == "1.000000"
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle))

@@ -385,6 +385,9 @@ def policies_command(
     db: Annotated[str, typer.Option("--db", help="Store URL or SQLite path.")] = "sqlite:///.arcticqa/eval-policies.db",
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per condition and policy.")] = 3,
     overwrite: OverwriteOption = False,
+    variants: Annotated[str | None, typer.Option(
+        "--variants", help="Ask these ArcticAbstain prompt variants (a plan FILE.toml or ids separated by "
+                           "commas) and write the variants report instead of the paper tables.")] = None,
 ) -> None:
     """Evaluate the built-in reference policies (always-abstain, first-option, random, oracle)
     served over a local OpenAI-compatible server, through the real runner."""
@@ -395,5 +398,16 @@ def policies_command(
     from arcticqa.evaluate.reportio import check_report_folder
 
     check_report_folder(out, overwrite=overwrite)
+    if variants is not None:
+        # imported in the command, not at the top: `arcticqa --help` stays fast
+        from arcticqa.config import VariantPlanSettings
+        from arcticqa.evaluate.variants import resolve_variants, run_policy_variants, variant_summary_lines
+
+        ids = resolve_variants(variants, VariantPlanSettings())
+        report = asyncio.run(run_policy_variants(items, out, db_url=_db_url(db), variants=ids, trials=trials))
+        for line in variant_summary_lines(report):
+            console.print(line, highlight=False)
+        console.print(f"report written to {out}")
+        return
     paths = asyncio.run(run_reference_policies(items, out, db_url=_db_url(db), trials=trials))
     console.print(f"report written to {paths.out_dir}")

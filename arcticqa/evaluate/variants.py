@@ -32,17 +32,24 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import ValidationError
 
-from arcticqa.config import VariantPlanSettings
+from arcticqa.config import EvalModel, VariantPlanSettings
 from arcticqa.errors import ConfigError, InputError
+from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+from arcticqa.evaluate.arcticabstain.items import load_items
 from arcticqa.evaluate.arcticabstain.metrics import OutcomeCounts
 from arcticqa.evaluate.arcticabstain.prompt import REFERENCE_VARIANT, parse_variant_id, variant_id
 from arcticqa.evaluate.arcticabstain.records import ResponseRecord, model_order
+from arcticqa.evaluate.policies import REFERENCE_POLICIES, policy_responder
 from arcticqa.evaluate.reportio import csv_text, f6, md_code, md_text, write_report_folder
+from arcticqa.evaluate.runner import run_protocol
+from arcticqa.evaluate.shape import RunOptions
 from arcticqa.evaluate.stats import bootstrap_multiplicities, percentile_bounds
+from arcticqa.standins.server import FakeOpenAIServer
+from arcticqa.store.db import make_engine
 
 __all__ = ["METRICS", "VARIANT_FILES", "plan_ids", "read_plan_file", "resolve_variants", "VariantCell",
            "Spread", "RankingFlip", "VariantReport", "build_variant_report", "render_variants_md",
-           "write_variant_report", "variant_summary_lines"]
+           "write_variant_report", "variant_summary_lines", "run_policy_variants"]
 
 #: (OutcomeCounts attribute, column title) of every metric the report compares across variants
 METRICS: tuple[tuple[str, str], ...] = (
@@ -404,8 +411,10 @@ def _figure(report: VariantReport, png: Path, svg: Path) -> None:
         ax.set_ylim(-0.05, 1.05)
         ax.grid(axis="y", color="0.9")
     axes[0].set_ylabel("value (95% CI)")
-    axes[-1].legend(fontsize=7, frameon=False, loc="best")
-    fig.tight_layout()
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(4, max(1, len(names))), fontsize=8, frameon=False)
+    rows = -(-len(names) // 4)
+    fig.tight_layout(rect=(0, 0.05 * rows + 0.02, 1, 1))
     fig.savefig(png, dpi=150, metadata={"Software": None})
     fig.savefig(svg, metadata={"Date": None})
     plt.close(fig)
@@ -433,3 +442,22 @@ def variant_summary_lines(report: VariantReport) -> list[str]:
     beyond = sum(f.beyond_noise for f in report.flips)
     lines.append(f"ranking flips: {len(report.flips)} ({beyond} beyond noise)")
     return lines
+
+
+async def run_policy_variants(items_path: Path | str, out_dir: Path | str, *, db_url: str, variants: Sequence[str],
+                              trials: int = 1, policies: Sequence[str] = REFERENCE_POLICIES,
+                              concurrency: int = 16) -> VariantReport:
+    """Serve the reference policies on 127.0.0.1, ask them every variant (resuming recorded cells)
+    and write the variants report: the docs figure, and a check of the report on known behaviour."""
+    items = load_items(items_path)
+    live = ARCTICABSTAIN.live(RunOptions(trials=trials, variants=tuple(variants)), items=items)
+    engine = make_engine(db_url)
+    with FakeOpenAIServer(policy_responder({item.question: item.gold_answer for item in items})) as server:
+        models = [EvalModel(label=name, model=name, base_url=server.base_url, api_key_env=None,
+                            max_concurrency=concurrency) for name in policies]
+        await run_protocol(live, models, engine, resume=True)
+    records = [r for r in ARCTICABSTAIN.records_from_store(engine, models=list(policies), variant=None)
+               if r.variant in variants]
+    report = build_variant_report(records, source="the reference policies", models=list(policies))
+    write_variant_report(report, out_dir)
+    return report

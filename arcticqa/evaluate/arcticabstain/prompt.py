@@ -167,8 +167,9 @@ def parse_variant_id(text: str) -> tuple[str, str, str, int]:
     elif name not in ABSTAIN_POSITIONS or seed_text:
         raise ConfigError(f"variant {text!r}: unknown abstain position {position!r}; known: shuffled, first, last, "
                           f"seeded-<seed>")
-    if variant_id(instruction, labels, name, seed) != text:  # e.g. published.letters.shuffled
-        raise ConfigError(f"variant {text!r} is the reference variant; call it {REFERENCE_VARIANT!r}")
+    canonical = variant_id(instruction, labels, name, seed)
+    if canonical != text:  # published.letters.shuffled, seeded-07: one id per variant
+        raise ConfigError(f"variant {text!r}: write it as {canonical!r}")
     return (instruction, labels, name, seed)
 
 
