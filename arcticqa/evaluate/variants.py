@@ -47,7 +47,7 @@ from arcticqa.evaluate.stats import bootstrap_multiplicities, percentile_bounds
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
-__all__ = ["METRICS", "VARIANT_FILES", "plan_ids", "read_plan_file", "resolve_variants", "VariantCell",
+__all__ = ["METRICS", "plan_ids", "read_plan_file", "resolve_variants", "VariantCell",
            "Spread", "RankingFlip", "VariantReport", "build_variant_report", "render_variants_md",
            "write_variant_report", "variant_summary_lines", "run_policy_variants"]
 
@@ -57,9 +57,6 @@ METRICS: tuple[tuple[str, str], ...] = (
     ("present_abstention", "Present abst."), ("absent_abstention", "Absent abst."), ("shift", "Shift"))
 #: the metrics of the figure
 _FIGURE_METRICS = ("acc", "abstention_rate", "f1_abs", "r_acc")
-#: the files :func:`write_variant_report` writes
-VARIANT_FILES = ("VARIANTS.md", "variant-metrics.csv", "variant-spread.csv", "ranking-flips.csv",
-                 "variants.json", "variants.png", "variants.svg")
 
 
 # -- the plan ------------------------------------------------------------------------------------
