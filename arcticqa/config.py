@@ -36,6 +36,7 @@ __all__ = [
     "PolicyFiles",
     "EvalModel",
     "EvaluateSettings",
+    "VariantPlanSettings",
     "FetchPolicy",
     "ExtractionLimits",
     "ExtractionSettings",
@@ -325,6 +326,25 @@ class EvalModel(ModelConfig):
         return self.display_name or self.label
 
 
+LabelSet = Literal["letters", "numbers"]
+AbstainPosition = Literal["shuffled", "first", "last", "seeded"]
+
+
+class VariantPlanSettings(_Section):
+    """ArcticAbstain's prompt-robustness plan (``[evaluate.variants]``; docs/evaluation.md): the cross
+    product of the three lists, or the explicit ``ids`` when given. ``evaluate run --variants plan``
+    runs it; the reference variant ``published`` is always part of it."""
+
+    instructions: list[str] = Field(default_factory=lambda: ["published"], min_length=1)
+    labels: list[LabelSet] = Field(default_factory=lambda: list[LabelSet](["letters"]), min_length=1)
+    abstain_positions: list[AbstainPosition] = Field(default_factory=lambda: list[AbstainPosition](["shuffled"]),
+                                                     min_length=1)
+    #: the seed of the ``seeded`` abstain position (it becomes part of the variant id: ``seeded-<seed>``)
+    seed: int = Field(0, ge=0)
+    #: an explicit list of variant ids instead of the cross product
+    ids: list[str] = Field(default_factory=list)
+
+
 class EvaluateSettings(_Section):
     """The evaluator (``[evaluate]``; docs/evaluation.md). Relative ``items`` and ``prompt`` paths
     are resolved against the config file's folder by :meth:`resolved`."""
@@ -335,6 +355,7 @@ class EvaluateSettings(_Section):
     prompt: Path | None = None
     db_url: str = "sqlite:///arcticqa-eval.db"
     models: list[EvalModel] = Field(default_factory=list)
+    variants: VariantPlanSettings = Field(default_factory=VariantPlanSettings)
 
     @field_validator("models")
     @classmethod

@@ -81,6 +81,9 @@ def report_command(
     wrong_penalty: PenaltyOption = 1.0,
     ece_bins: BinsOption = 10,
     overwrite: OverwriteOption = False,
+    variants: Annotated[bool, typer.Option(
+        "--variants", help="ArcticAbstain with --db: the prompt-robustness report (VARIANTS.md) of every "
+                           "recorded prompt variant instead of the paper tables.")] = False,
 ) -> None:
     """Write TABLES.md, the CSVs, summary.json, checks.json and the figures from responses.
     Abstain-QA and Know2Guess reports are read from the store (--db); re-score files with `score`."""
@@ -94,6 +97,12 @@ def report_command(
     if (responses is None) == (db is None):
         raise ConfigError("give exactly one of --responses FILE or --db URL")
     chosen = get_protocol(protocol)
+    if variants:
+        if chosen.name != "arcticabstain" or db is None:
+            raise ConfigError("--variants reports ArcticAbstain prompt variants from the store: give --db "
+                              "(and --protocol arcticabstain)")
+        _variants_report(_db_url(db), out, models=model, resamples=resamples, seed=seed, figure=figure)
+        return
     options = ReportOptions(figure=figure, resamples=resamples, draws=draws, seed=seed,
                             thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty, bins=ece_bins)
     if responses is not None:
@@ -105,6 +114,21 @@ def report_command(
         assert db is not None
         summary = chosen.report_from_store(make_engine(_db_url(db)), out, options, source=_db_url(db), models=model)
     _print_summary(summary)
+
+
+def _variants_report(db_url: str, out: Path, *, models: list[str] | None, resamples: int, seed: int,
+                     figure: bool) -> None:
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.evaluate.protocols import ARCTICABSTAIN
+    from arcticqa.evaluate.variants import build_variant_report, variant_summary_lines, write_variant_report
+    from arcticqa.store.db import make_engine
+
+    records = ARCTICABSTAIN.records_from_store(make_engine(db_url), models=models, variant=None)
+    report = build_variant_report(records, source=db_url, resamples=resamples, seed=seed, models=models)
+    written = write_variant_report(report, out, figure=figure)
+    for line in variant_summary_lines(report):
+        console.print(line, highlight=False)
+    console.print(f"report written to {written}")
 
 
 def _cutoffs(values: list[str]) -> dict[str, date]:
@@ -291,6 +315,9 @@ def run_command(
     wrong_penalty: PenaltyOption = 1.0,
     ece_bins: BinsOption = 10,
     overwrite: OverwriteOption = False,
+    variants: Annotated[str | None, typer.Option(
+        "--variants", help="ArcticAbstain prompt variants: plan ([evaluate.variants]), a plan FILE.toml, or "
+                           "ids separated by commas (e.g. published,reworded.numbers.last).")] = None,
 ) -> None:
     """Run the configured models on every item: ArcticAbstain (both conditions), or --protocol
     abstainqa / know2guess / open with their prompt variants (no Prefect; see the flow)."""
@@ -318,19 +345,31 @@ def run_command(
         raise ConfigError("give --items or set [evaluate] items")
     for m in models:
         m.api_key()  # fail before any call when a key is missing
-    engine = make_engine(_db_url(db) if db else settings.db_url)
+    db_url = _db_url(db) if db else settings.db_url
+    engine = make_engine(db_url)
 
     def progress(label: str, done: int, total: int) -> None:
         if done == total or done % 100 == 0:
             console.print(f"  {label}: {done}/{total}", highlight=False)
 
     chosen = get_protocol(protocol)
+    chosen_variants = tuple(variant or ())
+    if variants is not None:
+        if chosen.name != "arcticabstain":
+            raise ConfigError(f"--variants plans ArcticAbstain prompt variants; --protocol {chosen.name} "
+                              f"takes --variant")
+        # imported in the command, not at the top: `arcticqa --help` stays fast
+        from arcticqa.evaluate.variants import resolve_variants
+
+        chosen_variants += tuple(resolve_variants(variants, settings.variants))
     live = chosen.live(RunOptions(items=items_path, trials=trials or settings.trials, eval_set=settings.eval_set,
-                                  variants=tuple(variant or ()), prompt=settings.prompt,
+                                  variants=chosen_variants, prompt=settings.prompt,
                                   verbal_confidence=verbal_confidence))
     result = asyncio.run(run_protocol(live, models, engine, resume=resume, progress=progress))
     _print_run(result)
-    if out is not None:
+    if out is not None and variants is not None:  # a variants run: the robustness report of its models
+        _variants_report(db_url, out, models=[m.label for m in models], resamples=10_000, seed=7, figure=True)
+    elif out is not None:
         labels = [m.label for m in models]
         _print_summary(chosen.report_from_store(
             engine, out, ReportOptions(thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty,
@@ -346,6 +385,9 @@ def policies_command(
     db: Annotated[str, typer.Option("--db", help="Store URL or SQLite path.")] = "sqlite:///.arcticqa/eval-policies.db",
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per condition and policy.")] = 3,
     overwrite: OverwriteOption = False,
+    variants: Annotated[str | None, typer.Option(
+        "--variants", help="Ask these ArcticAbstain prompt variants (a plan FILE.toml or ids separated by "
+                           "commas) and write the variants report instead of the paper tables.")] = None,
 ) -> None:
     """Evaluate the built-in reference policies (always-abstain, first-option, random, oracle)
     served over a local OpenAI-compatible server, through the real runner."""
@@ -356,5 +398,16 @@ def policies_command(
     from arcticqa.evaluate.reportio import check_report_folder
 
     check_report_folder(out, overwrite=overwrite)
+    if variants is not None:
+        # imported in the command, not at the top: `arcticqa --help` stays fast
+        from arcticqa.config import VariantPlanSettings
+        from arcticqa.evaluate.variants import resolve_variants, run_policy_variants, variant_summary_lines
+
+        ids = resolve_variants(variants, VariantPlanSettings())
+        report = asyncio.run(run_policy_variants(items, out, db_url=_db_url(db), variants=ids, trials=trials))
+        for line in variant_summary_lines(report):
+            console.print(line, highlight=False)
+        console.print(f"report written to {out}")
+        return
     paths = asyncio.run(run_reference_policies(items, out, db_url=_db_url(db), trials=trials))
     console.print(f"report written to {paths.out_dir}")

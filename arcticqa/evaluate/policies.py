@@ -38,7 +38,7 @@ __all__ = ["REFERENCE_POLICIES", "parse_prompt", "policy_responder", "gold_map",
 REFERENCE_POLICIES: tuple[str, ...] = ("always-abstain", "first-option", "random", "oracle")
 ABSTAIN_TEXT = "I abstain from answering"
 
-_OPTION_LINE = re.compile(r"^([A-Z])\. (.*)$")
+_OPTION_LINE = re.compile(r"^([A-Z1-5])\. (.*)$")  # letters, or the numbers of a prompt variant
 
 
 def parse_prompt(user_text: str) -> tuple[str, list[tuple[str, str]]]:

@@ -41,11 +41,17 @@ def insert_responses(engine: Engine, rows: Sequence[dict[str, Any]]) -> int:
     with write_session(engine) as session:
         if is_sqlite(engine):
             inserted = 0
-            # Chunks keep a multi-row INSERT under SQLite's bound-parameter limit.
-            for start in range(0, len(rows), 500):
-                statement = sqlite_insert(_TABLE).values(list(rows[start:start + 500])).on_conflict_do_nothing()
-                result: Any = session.execute(statement)
-                inserted += int(result.rowcount or 0)
+            # A multi-row INSERT takes its columns from its first row, so rows with other columns
+            # (an ArcticAbstain variant's ``details`` beside the reference's none) go in their own
+            # statements; chunks keep each under SQLite's bound-parameter limit.
+            by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for row in rows:
+                by_columns.setdefault(tuple(sorted(row)), []).append(row)
+            for group in by_columns.values():
+                for start in range(0, len(group), 500):
+                    statement = sqlite_insert(_TABLE).values(group[start:start + 500]).on_conflict_do_nothing()
+                    result: Any = session.execute(statement)
+                    inserted += int(result.rowcount or 0)
             return inserted
         # Other backends: insert one by one inside the transaction, skipping known cells.
         done = _cells(session, {r["eval_set"] for r in rows})

@@ -42,7 +42,9 @@ REPORT_FILES = frozenset({
     "outcome-counts.csv", "confusion.csv", "thresholds.csv", "parser-sensitivity.csv", "zones.csv",
     "contamination.csv", "EXPOSURE.md", "exposure.csv", "exposure-tests.csv", "undated-items.csv", "coverage-summary.csv", "coverage-risk.csv", "lambda-sweep.csv", "coverage.json",
     *(f"{stem}.{ext}" for stem in ("figure-1", "exposure", "coverage-risk", "abstainqa-metrics", "know2guess-zones")
-      for ext in ("png", "svg")),
+      for ext in ("png", "svg")),    # the prompt-robustness report (evaluate report --variants)
+    "VARIANTS.md", "variant-metrics.csv", "variant-spread.csv", "ranking-flips.csv", "variants.json",
+    "variants.png", "variants.svg",
 })
 
 

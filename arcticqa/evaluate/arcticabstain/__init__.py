@@ -7,6 +7,10 @@ store, published and external files (:mod:`.records`); the metrics (:mod:`.metri
 reproducing the published v1 analysis (:mod:`.report`). It is the only protocol whose published
 responses file can be reported on directly.
 
+``RunOptions.variants`` names prompt variants (:func:`.prompt.parse_variant_id`); without any a run
+asks with the published prompt alone. Reports from the store read the reference variant's rows
+unless told otherwise, so the paper tables never mix prompts.
+
 External response lines (JSONL, one object each)::
 
     {"item_id": "aqa-...", "model": "my-model", "condition": "answer_absent", "trial": 1,
@@ -21,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.engine import Engine
 
 from arcticqa.config import EvalModel
 from arcticqa.errors import ConfigError
@@ -57,9 +63,17 @@ class ArcticAbstain(ProtocolBase[EvalItem, Call, ResponseRecord, Report]):
 
     def plan(self, items: Sequence[EvalItem], options: RunOptions) -> Callable[[EvalModel], Sequence[Call]]:
         template = prompt.load_prompt(options.prompt)
+        variants = [prompt.load_variant(v, options.prompt) for v in dict.fromkeys(options.variants)]
         # the option order of every call depends on the model's label
         return lambda model: prompt.plan_calls(items, model.label, template, trials=options.trials,
-                                               eval_set=options.eval_set)
+                                               eval_set=options.eval_set, variants=variants)
+
+    def records_from_store(self, engine: Engine, *, models: Sequence[str] | None = None,
+                           run_id: str | None = None,
+                           variant: str | None = prompt.REFERENCE_VARIANT) -> list[ResponseRecord]:
+        """The store's records of ``variant`` (None: of every variant)."""
+        found = super().records_from_store(engine, models=models, run_id=run_id)
+        return found if variant is None else [r for r in found if r.variant == variant]
 
     def store_row(self, call: Call, model: EvalModel, outcome: ChatOutcome) -> dict[str, Any]:
         return records.store_row(call, model, outcome)

@@ -1,7 +1,8 @@
 """Reading a model's reply as an option letter, and the N0-N5 outcome classes of ArcticAbstain.
 
 Two parsers exist. ``strict`` is the published rule and the default: after stripping
-whitespace the reply must be exactly one letter of the option set. ``lenient`` also accepts
+whitespace the reply must be exactly one label of the option set (the letters A-E as published;
+a prompt variant may ask with the numbers 1-5). ``lenient`` also accepts
 common wrappings (``Answer: B``, ``(B)``, ``B.``, ``**B**``, a final line holding only the
 letter); it is reported as a separate sensitivity row and never replaces the strict outcome.
 """
@@ -73,8 +74,9 @@ def parse_strict(text: str | None, letters: Sequence[str]) -> str | None:
     return stripped if len(stripped) == 1 and stripped in letters else None
 
 
-# Markdown emphasis, brackets, quotes and trailing punctuation around a lone capital letter.
-_WRAPPED = re.compile(r"""^[\s*_`"'(\[{]*(?:option\s+)?([A-Z])[\s*_`"')\]}.:;,!]*$""", re.IGNORECASE)
+# Markdown emphasis, brackets, quotes and trailing punctuation around a lone capital letter
+# (or digit: a prompt variant may label its options 1-5).
+_WRAPPED = re.compile(r"""^[\s*_`"'(\[{]*(?:option\s+)?([A-Z0-9])[\s*_`"')\]}.:;,!]*$""", re.IGNORECASE)
 _PREFIXED = re.compile(
     r"""^[\s*_`"']*(?:the\s+)?(?:final\s+|correct\s+|best\s+)?(?:answer|choice|option|letter)"""
     r"""(?:\s+is)?[\s*_`"']*[:\-=]?\s*(.+)$""",

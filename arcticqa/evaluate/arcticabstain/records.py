@@ -79,6 +79,8 @@ class ResponseRecord:
     recorded_outcome: str | None = None
     recorded_cause: str | None = None
     raw_response_text: str | None = None
+    #: the prompt variant that asked (``published`` unless a ``--variants`` run recorded it)
+    variant: str = "published"
 
     @property
     def cell(self) -> tuple[str, str, str, int]:
@@ -313,6 +315,8 @@ def store_row(call: Call, model: EvalModel, outcome: ChatOutcome) -> dict[str, A
     """Score one finished call and return its ``eval_response`` columns (the runner adds run id and
     position): the shown options, the strict outcome and the lenient reading beside it."""
     scored = score_reply(call.condition, call.options, outcome.text, failure=outcome.failure)
+    # a variant's id and settings; the reference's rows leave the column SQL NULL, as before variants
+    variant = {"details": call.variant_details} if call.variant_details is not None else {}
     correct = next(o.letter for o in call.options
                    if o.kind == ("gold" if call.condition == "answer_present" else "abstain"))
     return {
@@ -325,21 +329,24 @@ def store_row(call: Call, model: EvalModel, outcome: ChatOutcome) -> dict[str, A
         "chosen_kind": scored.chosen_kind, "parser": scored.parser, "lenient_letter": scored.lenient_letter,
         "outcome": scored.outcome, "lenient_outcome": scored.lenient_outcome, "cause": scored.cause,
         "finish_reason": outcome.finish_reason, "usage": outcome.usage, "latency_s": outcome.latency_s,
-        "attempts": outcome.attempts, "cost_usd": outcome.cost_usd(model), "error": outcome.error,
+        "attempts": outcome.attempts, "cost_usd": outcome.cost_usd(model), "error": outcome.error, **variant,
     }
 
 
-#: the ``eval_response`` columns a report record is read from (ArcticAbstain keeps no ``details``)
+#: the ``eval_response`` columns a report record is read from (``details`` holds a prompt
+#: variant's id and settings; it is empty for the published prompt)
 ROW_COLUMNS = ("model", "model_label", "item_id", "condition", "trial", "outcome", "lenient_outcome", "cause",
-               "raw_response_text")
+               "raw_response_text", "details")
 
 
 def record_from_row(row: Mapping[str, Any]) -> ResponseRecord:
     """The report record of one store row (its :data:`ROW_COLUMNS`)."""
+    details = row.get("details") or {}
     return ResponseRecord(model=row["model"], model_label=row["model_label"], item_id=row["item_id"],
                           condition=row["condition"], trial=int(row["trial"]), outcome=row["outcome"],
                           lenient_outcome=row["lenient_outcome"], cause=row["cause"],
-                          raw_response_text=row["raw_response_text"])
+                          raw_response_text=row["raw_response_text"],
+                          variant=str(details.get("variant") or "published"))
 
 
 def _kind_index(item: EvalItem, abstain_text: str) -> dict[str, OptionKind]:
