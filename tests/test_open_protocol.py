@@ -45,10 +45,55 @@ def test_abstention_rules_recognise_own_words(reply: str, rule: str) -> None:
     assert grade_reply("Cassiope", reply).outcome == "abstained"
 
 
+@pytest.mark.parametrize(("reply", "rule"), [
+    ("Не знаю.", "open.abstain.dont_know"),
+    ("Я не уверена, какой вид зацвёл первым.", "open.abstain.dont_know"),
+    ("Затрудняюсь ответить.", "open.abstain.dont_know"),
+    ("Невозможно определить по приведённому тексту.", "open.abstain.cannot_determine"),
+    ("По контексту нельзя точно сказать.", "open.abstain.cannot_determine"),
+    ("Я не могу ответить на этот вопрос.", "open.abstain.cannot_determine"),
+    ("Значение не может быть определено.", "open.abstain.cannot_determine"),
+    ("Недостаточно информации для ответа.", "open.abstain.no_information"),
+    ("Нет данных о толщине слоя.", "open.abstain.no_information"),
+    ("В контексте не указано, как изменилась концентрация.", "open.abstain.no_information"),
+    ("Информация об этом отсутствует.", "open.abstain.no_information"),
+    ("Воздерживаюсь", "open.abstain.explicit"),
+    ("Неизвестно.", "open.abstain.explicit"),
+])
+def test_russian_abstentions(reply: str, rule: str) -> None:
+    assert abstention_rule(reply) == rule
+    # the rules read the first sentence whatever its case or the sentence that follows
+    assert abstention_rule(reply.upper()) == rule
+    assert abstention_rule(f"{reply.rstrip('.')}. Вероятно, 195 см.") == rule
+    assert grade_reply("195 см", reply).outcome == "abstained"
+
+
 @pytest.mark.parametrize("reply", ["Cassiope", "An unknown Salix hybrid", "Dryas, I think.",
-                                   "It increased by 31%", "0.5 m"])
+                                   "It increased by 31%", "0.5 m", "в мае — июле не изменился",
+                                   "Не изменился", "Енисея, Лены и Маккензи", "не было обнаружено",
+                                   "Невозможность определения возраста образцов", "данные спутника MODIS"])
 def test_answers_are_not_abstentions(reply: str) -> None:
     assert abstention_rule(reply) is None
+
+
+def _v1_answers(arcticqa_v1: Path) -> list[tuple[str, str]]:
+    """(kind, text) of every gold answer and distractor of the v1 release."""
+    found: list[tuple[str, str]] = []
+    for item in load_open_items(arcticqa_v1 / "items.jsonl"):
+        found += [("gold", item.gold_answer), *(("distractor", d) for d in item.distractors)]
+    return found
+
+
+@pytest.mark.shared
+def test_no_v1_answer_or_distractor_is_an_abstention(arcticqa_v1: Path) -> None:
+    # real answers (English and Russian, nobody here wrote them) and the ways a model may wrap
+    # them: none may be taken for an abstention, however it is written
+    answers = _v1_answers(arcticqa_v1)
+    assert len(answers) == 194 * 5 and any(re.search("[а-я]", t) for _, t in answers)
+    wrapped = [(kind, reply) for kind, text in answers for reply in
+               (text, text.lower(), text.upper(), f"The answer is {text}.", f"Ответ: {text}.", f"{text}. I think so.")]
+    assert [(kind, reply) for kind, reply in wrapped if abstention_rule(reply) is not None] == []
+    assert [(kind, text) for kind, text in answers if grade_reply(text, text).outcome == "abstained"] == []
 
 
 def test_transport_outcomes() -> None:
