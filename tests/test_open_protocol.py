@@ -18,8 +18,16 @@ from arcticqa.evaluate.open import OPEN
 from arcticqa.evaluate.open.items import load_open_items
 from arcticqa.evaluate.open.metrics import mcnemar_exact
 from arcticqa.evaluate.open.parse import abstention_rule, grade_reply, match_answer
-from arcticqa.evaluate.policies import gold_map, policy_responder
+from arcticqa.evaluate.policies import (
+    OPEN_ABSTENTION,
+    REFERENCE_POLICIES,
+    gold_map,
+    policy_responder,
+    run_open_reference_policies,
+    run_reference_policies,
+)
 from arcticqa.evaluate.protocols import get_protocol
+from arcticqa.evaluate.reportio import check_report_folder
 from arcticqa.evaluate.runner import run_protocol
 from arcticqa.evaluate.shape import ReportOptions, RunOptions
 from arcticqa.standins.replies import Reply
@@ -248,3 +256,43 @@ def test_score_external_responses(tmp_path: Path) -> None:
     OPEN.score_external(items_path, responses, tmp_path / "out", ReportOptions())
     group = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))["groups"][0]
     assert (group["correct"], group["abstained"], group["wrong"], group["r_acc"]) == (1, 1, 1, 0.5)
+
+
+def test_reference_policies_answer_open_questions(tmp_path: Path) -> None:
+    # the demo's path: the MC reference run, then the same policies open-ended, into one store
+    items_path = _items_file(tmp_path)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    asyncio.run(run_reference_policies(items_path, tmp_path / "mc", db_url=db, trials=2, concurrency=4))
+    summary = asyncio.run(run_open_reference_policies(items_path, tmp_path / "open", db_url=db, trials=2,
+                                                      concurrency=4))
+    data = json.loads((summary.out_dir / "summary.json").read_text(encoding="utf-8"))
+    by = {g["model_id"]: g for g in data["groups"]}
+    n = len(ITEMS) * 2
+    assert [g["model_id"] for g in data["groups"]] == sorted(REFERENCE_POLICIES)
+    assert (by["always-abstain"]["abstained"], by["oracle"]["correct"]) == (n, n)
+    # the rank-0 distractors: six provably wrong, "Silene" for "Cassiope" undecided (see above)
+    assert (by["first-option"]["wrong"], by["first-option"]["undecided"]) == (6, 2)
+    # random: each reply is one of the three, and the counts add up
+    rnd = by["random"]
+    assert rnd["correct"] + rnd["abstained"] + rnd["wrong"] + rnd["undecided"] == n
+    pairs = {p["model"]: p for p in data["pairing"]}
+    assert set(pairs) == set(REFERENCE_POLICIES) and all(p["cells"] == n for p in pairs.values())
+    assert pairs["always-abstain"]["both_abstained"] == n and pairs["oracle"]["neither_abstained"] == n
+    # a second run resumes (nothing new is recorded) and may replace its own report, pairing.csv included
+    tables = (summary.out_dir / "TABLES.md").read_text("utf-8")
+    check_report_folder(summary.out_dir, overwrite=True)
+    again = asyncio.run(run_open_reference_policies(items_path, tmp_path / "open", db_url=db, trials=2))
+    assert (again.out_dir / "TABLES.md").read_text("utf-8") == tables
+
+
+def test_policy_open_replies_are_the_policy_s_words() -> None:
+    question = "How thick was the active layer?"
+    answer = policy_responder(open_answers={question: ("0.5 m", "80 cm")})
+    user = f"CONTEXT\nSome context.\n\nQUESTION\n{question}"
+    replies = {name: answer({"model": name, "messages": [{"role": "user", "content": user}]}, {}).content
+               for name in REFERENCE_POLICIES}
+    assert replies == {"always-abstain": OPEN_ABSTENTION, "first-option": "80 cm", "oracle": "0.5 m",
+                       "random": replies["random"]}
+    assert replies["random"] in {"0.5 m", "80 cm", OPEN_ABSTENTION}
+    unknown = answer({"model": "oracle", "messages": [{"role": "user", "content": "CONTEXT\nc\n\nQUESTION\nq?"}]}, {})
+    assert unknown.content == OPEN_ABSTENTION
