@@ -1,8 +1,13 @@
 """Grading of an open reply: abstention rules first, then the deterministic answer matcher.
 
 Outcomes: ``correct``, ``wrong``, ``abstained``, ``unparseable``, and ``undecided`` for a reply the
-matcher cannot decide (the verifier role is not wired yet, so these stay undecided rather than being
-guessed); ``no_answer`` when the provider returned nothing (left out of every rate).
+matcher cannot decide; ``no_answer`` when the provider returned nothing (left out of every rate).
+
+An undecided reply may be sent to the verifier role (``open_verifier``, prompt
+``prompts/open/verifier-v1.md``, when ``[evaluate] open_verifier`` names a model): its
+:class:`VerifierVerdict` (``correct``, ``wrong``, ``abstained`` or ``unclear``, and a short reason)
+grades the reply with confidence ``low`` and cause ``open.verifier``; ``unclear`` leaves it
+undecided. Nothing the rules or the matcher decided is ever sent to it.
 
 Abstention rules (rule id: what it recognises), checked on the reply's first sentence:
 
@@ -45,12 +50,14 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import BaseModel, Field
+
 from arcticqa.gates.direction import direction_terms, is_direction_reversal
 from arcticqa.gates.numbers import parse_numbers, prepare_text, same_value, values_agree
 from arcticqa.gates.text import contains_phrase, content_words, split_sentences
 
 __all__ = ["Outcome", "OUTCOMES", "ABSTENTION_RULES", "Grade", "normalise", "abstention_rule", "match_answer",
-           "grade_reply"]
+           "grade_reply", "VERIFIER_ROLE", "VERIFIER_PROMPT", "VERIFIER_CAUSE", "VerifierVerdict", "grade_from_verdict"]
 
 Outcome = Literal["correct", "wrong", "abstained", "unparseable", "undecided", "no_answer"]
 OUTCOMES: tuple[str, ...] = ("correct", "wrong", "abstained", "unparseable", "undecided", "no_answer")
@@ -199,3 +206,25 @@ def grade_reply(gold: str, reply: str | None, *, failure: str | None = None) -> 
     if rule is not None:
         return Grade("abstained", rule, "high")
     return match_answer(gold, reply)
+
+
+#: the model role that judges what the matcher leaves undecided, and its versioned prompt file
+VERIFIER_ROLE = "open_verifier"
+VERIFIER_PROMPT = "open/verifier-v1"
+#: the ``cause`` of a row the verifier graded
+VERIFIER_CAUSE = "open.verifier"
+
+
+class VerifierVerdict(BaseModel):
+    """The verifier role's structured answer about one undecided reply."""
+
+    verdict: Literal["correct", "wrong", "abstained", "unclear"]
+    reason: str = Field("", max_length=500)
+
+
+def grade_from_verdict(verdict: VerifierVerdict) -> Grade:
+    """A verifier's verdict as a grade: lower confidence than a rule or the matcher; ``unclear``
+    leaves the reply undecided."""
+    if verdict.verdict == "unclear":
+        return Grade("undecided")
+    return Grade(verdict.verdict, VERIFIER_CAUSE, "low")
