@@ -253,7 +253,8 @@ def test_score_external_responses(tmp_path: Path) -> None:
              {"model": "m", "item_id": "q4", "trial": 1, "raw_response_text": "-9 °C"}]
     responses = tmp_path / "responses.jsonl"
     responses.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines), encoding="utf-8")
-    OPEN.score_external(items_path, responses, tmp_path / "out", ReportOptions())
+    OPEN.score_external(items_path, responses, tmp_path / "out", ReportOptions(figure=False))
+    assert not list((tmp_path / "out").glob("open-outcomes.*"))
     group = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))["groups"][0]
     assert (group["correct"], group["abstained"], group["wrong"], group["r_acc"]) == (1, 1, 1, 0.5)
 
@@ -278,6 +279,9 @@ def test_reference_policies_answer_open_questions(tmp_path: Path) -> None:
     pairs = {p["model"]: p for p in data["pairing"]}
     assert set(pairs) == set(REFERENCE_POLICIES) and all(p["cells"] == n for p in pairs.values())
     assert pairs["always-abstain"]["both_abstained"] == n and pairs["oracle"]["neither_abstained"] == n
+    # the figure: outcome shares per model and the MC-vs-open 2×2 per model
+    assert (summary.out_dir / "open-outcomes.png").read_bytes()[:4] == b"\x89PNG"
+    assert "<svg" in (summary.out_dir / "open-outcomes.svg").read_text(encoding="utf-8")
     # a second run resumes (nothing new is recorded) and may replace its own report, pairing.csv included
     tables = (summary.out_dir / "TABLES.md").read_text("utf-8")
     check_report_folder(summary.out_dir, overwrite=True)

@@ -13,7 +13,8 @@ dispatches on the request's ``model`` name, so one :class:`FakeOpenAIServer` ser
 A prompt without options is the open protocol's (``CONTEXT`` … ``QUESTION`` …): each policy then
 answers in words, deterministically, from the question -> (gold answer, rank-0 distractor) mapping
 (:func:`open_answers`): ``always-abstain`` says "I don't know."; ``first-option`` gives the rank-0
-distractor; ``random`` one of gold, distractor and "I don't know.", seeded by the prompt text;
+distractor; ``random`` one of gold, distractor and "I don't know.", seeded by the prompt text (an
+open prompt is the same in every trial, so is the reply);
 ``oracle`` the gold answer (or "I don't know." for a question it has no answer for);
 ``gold-or-first-distractor`` the gold answer, else the distractor.
 

@@ -77,7 +77,7 @@ class OpenProtocol(ProtocolBase[EvalItem, OpenCall, OpenRecord, OpenReport]):
         return report.build_open_report(records, source=source)
 
     def write_report(self, report_: OpenReport, out: Path, options: ReportOptions) -> Path:
-        return report.write_open_report(report_, out)
+        return report.write_open_report(report_, out, figure=options.figure)
 
     def report_summary(self, report_: OpenReport, out_dir: Path) -> ReportSummary:
         warnings = ["no ArcticAbstain responses to pair with"] if report_.pairings == [] else []

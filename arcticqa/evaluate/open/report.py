@@ -1,10 +1,11 @@
 """The open-protocol report: metrics per (model, variant), the pairing with the multiple-choice
-answer-present condition per model; TABLES.md, metrics.csv, pairing.csv, summary.json."""
+answer-present condition per model; TABLES.md, metrics.csv, pairing.csv, summary.json and the
+figure open-outcomes.png/svg (outcome shares per model; the MC-vs-open abstention 2×2 per model)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,8 @@ from arcticqa.evaluate.open.metrics import (
 from arcticqa.evaluate.open.records import OpenRecord
 from arcticqa.evaluate.reportio import csv_text, md_text, write_report_folder
 
-__all__ = ["GroupResult", "OpenReport", "build_open_report", "render_open_tables", "write_open_report",
-           "summary_lines"]
+__all__ = ["GroupResult", "OpenReport", "build_open_report", "render_open_tables", "outcome_figure",
+           "write_open_report", "summary_lines"]
 
 
 @dataclass
@@ -95,8 +96,63 @@ def _summary(report: OpenReport) -> dict[str, Any]:
     }
 
 
-def write_open_report(report: OpenReport, out_dir: Path | str) -> Path:
-    """TABLES.md, metrics.csv, pairing.csv (when paired) and summary.json, written atomically."""
+#: the outcome segments of the figure's left panel, in stacking order, with their colours
+_OUTCOME_COLOURS = (("correct", "#1b9e77"), ("wrong", "#d95f02"), ("abstained", "#7570b3"),
+                    ("undecided", "#bdbdbd"), ("unparseable", "#636363"))
+#: the 2×2 cells of the right panel (Pairing attribute, legend label, colour)
+_PAIR_CELLS = (("both_abstained", "abstained in both", "#7570b3"), ("mc_only_abstained", "MC only", "#e7298a"),
+               ("open_only_abstained", "open only", "#66a61e"), ("neither_abstained", "neither", "#d9d9d9"))
+
+
+def outcome_figure(report: OpenReport, png: Path, svg: Path) -> None:
+    """Left: each (model, variant)'s share of replies per outcome; right (when paired): each model's
+    paired cells split by where it abstained, multiple-choice answer-present vs open, with McNemar's p."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paired = report.pairings or []
+    rows = len(report.groups)
+    fig, axes = plt.subplots(1, 2 if paired else 1, figsize=(10.5 if paired else 5.5, 1.6 + 0.45 * max(rows, 2)),
+                             squeeze=False)
+    ax = axes[0][0]
+    several = len({g.variant for g in report.groups}) > 1
+    labels = [f"{g.model_label} ({g.variant})" if several else g.model_label for g in report.groups]
+    left = [0.0] * rows
+    for outcome, colour in _OUTCOME_COLOURS:
+        shares = [getattr(g.metrics, outcome) / g.metrics.responses if g.metrics.responses else 0.0
+                  for g in report.groups]
+        ax.barh(labels, shares, left=left, color=colour, label=outcome, height=0.6)
+        left = [a + b for a, b in zip(left, shares, strict=True)]
+    ax.set_xlim(0, 1)
+    ax.invert_yaxis()
+    ax.set_xlabel("Share of replies")
+    ax.set_title("Open-ended replies by outcome", fontsize=10)
+    ax.legend(fontsize=7, frameon=False, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    if paired:
+        ax2 = axes[0][1]
+        names = [f"{p.model} (p = {p.mcnemar_p:.3g})" for p in paired]
+        start = [0.0] * len(paired)
+        for attr, label, colour in _PAIR_CELLS:
+            shares = [getattr(p, attr) / p.cells if p.cells else 0.0 for p in paired]
+            ax2.barh(names, shares, left=start, color=colour, label=label, height=0.6)
+            start = [a + b for a, b in zip(start, shares, strict=True)]
+        ax2.set_xlim(0, 1)
+        ax2.invert_yaxis()
+        ax2.set_xlabel("Share of paired (item, trial) cells")
+        ax2.set_title("Abstained with options (MC) vs without (open)", fontsize=10)
+        ax2.legend(fontsize=7, frameon=False, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    fig.tight_layout()
+    # the legends sit below the axes: a tight box keeps them in the picture
+    fig.savefig(png, dpi=150, metadata={"Software": None}, bbox_inches="tight")
+    fig.savefig(svg, metadata={"Date": None}, bbox_inches="tight")
+    plt.close(fig)
+
+
+def write_open_report(report: OpenReport, out_dir: Path | str, *, figure: bool = True) -> Path:
+    """TABLES.md, metrics.csv, pairing.csv (when paired), summary.json and (with ``figure``)
+    open-outcomes.png/svg, written atomically."""
     texts = {
         "TABLES.md": render_open_tables(report),
         "metrics.csv": csv_text(["model_id", "model", "variant", *METRIC_HEADER],
@@ -105,7 +161,10 @@ def write_open_report(report: OpenReport, out_dir: Path | str) -> Path:
     }
     if report.pairings is not None:
         texts["pairing.csv"] = csv_text(PAIRING_HEADER, [p.row() for p in report.pairings])
-    return write_report_folder(out_dir, texts)
+    figures: list[Callable[[Path], None]] = []
+    if figure and report.groups:
+        figures = [lambda d: outcome_figure(report, d / "open-outcomes.png", d / "open-outcomes.svg")]
+    return write_report_folder(out_dir, texts, figures)
 
 
 def summary_lines(report: OpenReport) -> list[str]:
