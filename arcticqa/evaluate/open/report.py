@@ -96,12 +96,29 @@ def _summary(report: OpenReport) -> dict[str, Any]:
     }
 
 
-#: the outcome segments of the figure's left panel, in stacking order, with their colours
-_OUTCOME_COLOURS = (("correct", "#1b9e77"), ("wrong", "#d95f02"), ("abstained", "#7570b3"),
-                    ("undecided", "#bdbdbd"), ("unparseable", "#636363"))
+#: the outcome segments of the figure's left panel (OpenMetrics attribute, legend label, colour)
+_OUTCOME_SEGMENTS = (("correct", "correct", "#1b9e77"), ("wrong", "wrong", "#d95f02"),
+                     ("abstained", "abstained", "#7570b3"), ("undecided", "undecided", "#bdbdbd"),
+                     ("unparseable", "unparseable", "#636363"))
 #: the 2×2 cells of the right panel (Pairing attribute, legend label, colour)
-_PAIR_CELLS = (("both_abstained", "abstained in both", "#7570b3"), ("mc_only_abstained", "MC only", "#e7298a"),
-               ("open_only_abstained", "open only", "#66a61e"), ("neither_abstained", "neither", "#d9d9d9"))
+_PAIR_SEGMENTS = (("both_abstained", "abstained in both", "#7570b3"), ("mc_only_abstained", "MC only", "#e7298a"),
+                  ("open_only_abstained", "open only", "#66a61e"), ("neither_abstained", "neither", "#d9d9d9"))
+
+
+def _stacked_shares(ax: Any, bars: Sequence[tuple[str, Any, int]], segments: Sequence[tuple[str, str, str]], *,
+                    title: str, xlabel: str, ncol: int) -> None:
+    """One horizontal bar per (label, counts object, total): each segment's count over the total."""
+    labels = [label for label, _, _ in bars]
+    left = [0.0] * len(bars)
+    for attr, name, colour in segments:
+        shares = [getattr(counts, attr) / total if total else 0.0 for _, counts, total in bars]
+        ax.barh(labels, shares, left=left, color=colour, label=name, height=0.6)
+        left = [a + b for a, b in zip(left, shares, strict=True)]
+    ax.set_xlim(0, 1)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, frameon=False, ncol=ncol, loc="upper center", bbox_to_anchor=(0.5, -0.3))
 
 
 def outcome_figure(report: OpenReport, png: Path, svg: Path) -> None:
@@ -113,36 +130,16 @@ def outcome_figure(report: OpenReport, png: Path, svg: Path) -> None:
     import matplotlib.pyplot as plt
 
     paired = report.pairings or []
-    rows = len(report.groups)
-    fig, axes = plt.subplots(1, 2 if paired else 1, figsize=(10.5 if paired else 5.5, 1.6 + 0.45 * max(rows, 2)),
-                             squeeze=False)
-    ax = axes[0][0]
+    fig, axes = plt.subplots(1, 2 if paired else 1, squeeze=False,
+                             figsize=(10.5 if paired else 5.5, 1.6 + 0.45 * max(len(report.groups), 2)))
     several = len({g.variant for g in report.groups}) > 1
-    labels = [f"{g.model_label} ({g.variant})" if several else g.model_label for g in report.groups]
-    left = [0.0] * rows
-    for outcome, colour in _OUTCOME_COLOURS:
-        shares = [getattr(g.metrics, outcome) / g.metrics.responses if g.metrics.responses else 0.0
-                  for g in report.groups]
-        ax.barh(labels, shares, left=left, color=colour, label=outcome, height=0.6)
-        left = [a + b for a, b in zip(left, shares, strict=True)]
-    ax.set_xlim(0, 1)
-    ax.invert_yaxis()
-    ax.set_xlabel("Share of replies")
-    ax.set_title("Open-ended replies by outcome", fontsize=10)
-    ax.legend(fontsize=7, frameon=False, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+    _stacked_shares(axes[0][0], [(f"{g.model_label} ({g.variant})" if several else g.model_label, g.metrics,
+                                  g.metrics.responses) for g in report.groups], _OUTCOME_SEGMENTS,
+                    title="Open-ended replies by outcome", xlabel="Share of replies", ncol=3)
     if paired:
-        ax2 = axes[0][1]
-        names = [f"{p.model} (p = {p.mcnemar_p:.3g})" for p in paired]
-        start = [0.0] * len(paired)
-        for attr, label, colour in _PAIR_CELLS:
-            shares = [getattr(p, attr) / p.cells if p.cells else 0.0 for p in paired]
-            ax2.barh(names, shares, left=start, color=colour, label=label, height=0.6)
-            start = [a + b for a, b in zip(start, shares, strict=True)]
-        ax2.set_xlim(0, 1)
-        ax2.invert_yaxis()
-        ax2.set_xlabel("Share of paired (item, trial) cells")
-        ax2.set_title("Abstained with options (MC) vs without (open)", fontsize=10)
-        ax2.legend(fontsize=7, frameon=False, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.3))
+        _stacked_shares(axes[0][1], [(f"{p.model} (p = {p.mcnemar_p:.3g})", p, p.cells) for p in paired],
+                        _PAIR_SEGMENTS, title="Abstained with options (MC) vs without (open)",
+                        xlabel="Share of paired (item, trial) cells", ncol=2)
     fig.tight_layout()
     # the legends sit below the axes: a tight box keeps them in the picture
     fig.savefig(png, dpi=150, metadata={"Software": None}, bbox_inches="tight")
