@@ -356,6 +356,9 @@ class EvaluateSettings(_Section):
     db_url: str = "sqlite:///arcticqa-eval.db"
     models: list[EvalModel] = Field(default_factory=list)
     variants: VariantPlanSettings = Field(default_factory=VariantPlanSettings)
+    #: the open protocol's verifier: a ``[models]`` name whose model judges the replies the
+    #: deterministic matcher leaves undecided (role ``open_verifier``); None: they stay undecided
+    open_verifier: str | None = None
 
     @field_validator("models")
     @classmethod
@@ -439,6 +442,10 @@ class Settings(BaseSettings):
             if name not in self.models:
                 raise ValueError(f"role {role!r} names model {name!r}, which is not under [models]"
                                  f"{did_you_mean(name, self.models)} (defined: {', '.join(sorted(self.models))})")
+        verifier = self.evaluate.open_verifier
+        if verifier is not None and verifier not in self.models:
+            raise ValueError(f"evaluate.open_verifier names model {verifier!r}, which is not under [models]"
+                             f"{did_you_mean(verifier, self.models)} (defined: {', '.join(sorted(self.models))})")
         for role in self.build.batch_roles:
             if role not in ROLES:
                 raise ValueError(f"build.batch_roles names {role!r}, which is not a role{did_you_mean(role, ROLES)}")

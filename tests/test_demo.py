@@ -1,6 +1,6 @@
 """`arcticqa demo` end to end (slow): the Prefect flow on the sample corpus with the offline
-provider, export, validation, audit, funnel and the reference-policy evaluation; a second run
-adds no rows and makes no model call."""
+provider, export, validation, audit, funnel and the reference-policy evaluation (multiple-choice and
+open-ended); a second run adds no rows and makes no model call."""
 
 from __future__ import annotations
 
@@ -63,6 +63,15 @@ def test_demo_builds_releases_audits_and_evaluates(tmp_path: Path, monkeypatch: 
     tables = first.artifacts["tables"].read_text(encoding="utf-8")
     for policy in ("always-abstain", "first-option", "random", "oracle"):
         assert policy in tables
+    # the open-ended protocol on the same release, paired with the multiple-choice run
+    opened = json.loads((first.artifacts["evaluation_open"] / "summary.json").read_text(encoding="utf-8"))
+    by = {g["model_id"]: g for g in opened["groups"]}
+    cells = first.items * 2
+    assert set(by) == {"always-abstain", "first-option", "random", "oracle"}
+    assert (by["oracle"]["correct"], by["always-abstain"]["abstained"]) == (cells, cells)
+    assert by["first-option"]["correct"] == 0  # it answers with a verified distractor
+    assert {p["model"]: p["cells"] for p in opened["pairing"]} == {name: cells for name in by}
+    assert "| oracle |" in first.artifacts["open_tables"].read_text(encoding="utf-8")
 
     before = _row_counts(store)
     release_bytes = (out / "release" / "items.jsonl").read_bytes()

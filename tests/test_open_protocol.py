@@ -18,8 +18,16 @@ from arcticqa.evaluate.open import OPEN
 from arcticqa.evaluate.open.items import load_open_items
 from arcticqa.evaluate.open.metrics import mcnemar_exact
 from arcticqa.evaluate.open.parse import abstention_rule, grade_reply, match_answer
-from arcticqa.evaluate.policies import gold_map, policy_responder
+from arcticqa.evaluate.policies import (
+    OPEN_ABSTENTION,
+    REFERENCE_POLICIES,
+    gold_map,
+    policy_responder,
+    run_open_reference_policies,
+    run_reference_policies,
+)
 from arcticqa.evaluate.protocols import get_protocol
+from arcticqa.evaluate.reportio import check_report_folder
 from arcticqa.evaluate.runner import run_protocol
 from arcticqa.evaluate.shape import ReportOptions, RunOptions
 from arcticqa.standins.replies import Reply
@@ -45,10 +53,55 @@ def test_abstention_rules_recognise_own_words(reply: str, rule: str) -> None:
     assert grade_reply("Cassiope", reply).outcome == "abstained"
 
 
+@pytest.mark.parametrize(("reply", "rule"), [
+    ("Не знаю.", "open.abstain.dont_know"),
+    ("Я не уверена, какой вид зацвёл первым.", "open.abstain.dont_know"),
+    ("Затрудняюсь ответить.", "open.abstain.dont_know"),
+    ("Невозможно определить по приведённому тексту.", "open.abstain.cannot_determine"),
+    ("По контексту нельзя точно сказать.", "open.abstain.cannot_determine"),
+    ("Я не могу ответить на этот вопрос.", "open.abstain.cannot_determine"),
+    ("Значение не может быть определено.", "open.abstain.cannot_determine"),
+    ("Недостаточно информации для ответа.", "open.abstain.no_information"),
+    ("Нет данных о толщине слоя.", "open.abstain.no_information"),
+    ("В контексте не указано, как изменилась концентрация.", "open.abstain.no_information"),
+    ("Информация об этом отсутствует.", "open.abstain.no_information"),
+    ("Воздерживаюсь", "open.abstain.explicit"),
+    ("Неизвестно.", "open.abstain.explicit"),
+])
+def test_russian_abstentions(reply: str, rule: str) -> None:
+    assert abstention_rule(reply) == rule
+    # the rules read the first sentence whatever its case or the sentence that follows
+    assert abstention_rule(reply.upper()) == rule
+    assert abstention_rule(f"{reply.rstrip('.')}. Вероятно, 195 см.") == rule
+    assert grade_reply("195 см", reply).outcome == "abstained"
+
+
 @pytest.mark.parametrize("reply", ["Cassiope", "An unknown Salix hybrid", "Dryas, I think.",
-                                   "It increased by 31%", "0.5 m"])
+                                   "It increased by 31%", "0.5 m", "в мае — июле не изменился",
+                                   "Не изменился", "Енисея, Лены и Маккензи", "не было обнаружено",
+                                   "Невозможность определения возраста образцов", "данные спутника MODIS"])
 def test_answers_are_not_abstentions(reply: str) -> None:
     assert abstention_rule(reply) is None
+
+
+def _v1_answers(arcticqa_v1: Path) -> list[tuple[str, str]]:
+    """(kind, text) of every gold answer and distractor of the v1 release."""
+    found: list[tuple[str, str]] = []
+    for item in load_open_items(arcticqa_v1 / "items.jsonl"):
+        found += [("gold", item.gold_answer), *(("distractor", d) for d in item.distractors)]
+    return found
+
+
+@pytest.mark.shared
+def test_no_v1_answer_or_distractor_is_an_abstention(arcticqa_v1: Path) -> None:
+    # real answers (English and Russian, nobody here wrote them) and the ways a model may wrap
+    # them: none may be taken for an abstention, however it is written
+    answers = _v1_answers(arcticqa_v1)
+    assert len(answers) == 194 * 5 and any(re.search("[а-я]", t) for _, t in answers)
+    wrapped = [(kind, reply) for kind, text in answers for reply in
+               (text, text.lower(), text.upper(), f"The answer is {text}.", f"Ответ: {text}.", f"{text}. I think so.")]
+    assert [(kind, reply) for kind, reply in wrapped if abstention_rule(reply) is not None] == []
+    assert [(kind, text) for kind, text in answers if grade_reply(text, text).outcome == "abstained"] == []
 
 
 def test_transport_outcomes() -> None:
@@ -200,6 +253,50 @@ def test_score_external_responses(tmp_path: Path) -> None:
              {"model": "m", "item_id": "q4", "trial": 1, "raw_response_text": "-9 °C"}]
     responses = tmp_path / "responses.jsonl"
     responses.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines), encoding="utf-8")
-    OPEN.score_external(items_path, responses, tmp_path / "out", ReportOptions())
+    OPEN.score_external(items_path, responses, tmp_path / "out", ReportOptions(figure=False))
+    assert not list((tmp_path / "out").glob("open-outcomes.*"))
     group = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))["groups"][0]
     assert (group["correct"], group["abstained"], group["wrong"], group["r_acc"]) == (1, 1, 1, 0.5)
+
+
+def test_reference_policies_answer_open_questions(tmp_path: Path) -> None:
+    # the demo's path: the MC reference run, then the same policies open-ended, into one store
+    items_path = _items_file(tmp_path)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    asyncio.run(run_reference_policies(items_path, tmp_path / "mc", db_url=db, trials=2, concurrency=4))
+    summary = asyncio.run(run_open_reference_policies(items_path, tmp_path / "open", db_url=db, trials=2,
+                                                      concurrency=4))
+    data = json.loads((summary.out_dir / "summary.json").read_text(encoding="utf-8"))
+    by = {g["model_id"]: g for g in data["groups"]}
+    n = len(ITEMS) * 2
+    assert [g["model_id"] for g in data["groups"]] == sorted(REFERENCE_POLICIES)
+    assert (by["always-abstain"]["abstained"], by["oracle"]["correct"]) == (n, n)
+    # the rank-0 distractors: six provably wrong, "Silene" for "Cassiope" undecided (see above)
+    assert (by["first-option"]["wrong"], by["first-option"]["undecided"]) == (6, 2)
+    # random: each reply is one of the three, and the counts add up
+    rnd = by["random"]
+    assert rnd["correct"] + rnd["abstained"] + rnd["wrong"] + rnd["undecided"] == n
+    pairs = {p["model"]: p for p in data["pairing"]}
+    assert set(pairs) == set(REFERENCE_POLICIES) and all(p["cells"] == n for p in pairs.values())
+    assert pairs["always-abstain"]["both_abstained"] == n and pairs["oracle"]["neither_abstained"] == n
+    # the figure: outcome shares per model and the MC-vs-open 2×2 per model
+    assert (summary.out_dir / "open-outcomes.png").read_bytes()[:4] == b"\x89PNG"
+    assert "<svg" in (summary.out_dir / "open-outcomes.svg").read_text(encoding="utf-8")
+    # a second run resumes (nothing new is recorded) and may replace its own report, pairing.csv included
+    tables = (summary.out_dir / "TABLES.md").read_text("utf-8")
+    check_report_folder(summary.out_dir, overwrite=True)
+    again = asyncio.run(run_open_reference_policies(items_path, tmp_path / "open", db_url=db, trials=2))
+    assert (again.out_dir / "TABLES.md").read_text("utf-8") == tables
+
+
+def test_policy_open_replies_are_the_policy_s_words() -> None:
+    question = "How thick was the active layer?"
+    answer = policy_responder(open_answers={question: ("0.5 m", "80 cm")})
+    user = f"CONTEXT\nSome context.\n\nQUESTION\n{question}"
+    replies = {name: answer({"model": name, "messages": [{"role": "user", "content": user}]}, {}).content
+               for name in REFERENCE_POLICIES}
+    assert replies == {"always-abstain": OPEN_ABSTENTION, "first-option": "80 cm", "oracle": "0.5 m",
+                       "random": replies["random"]}
+    assert replies["random"] in {"0.5 m", "80 cm", OPEN_ABSTENTION}
+    unknown = answer({"model": "oracle", "messages": [{"role": "user", "content": "CONTEXT\nc\n\nQUESTION\nq?"}]}, {})
+    assert unknown.content == OPEN_ABSTENTION

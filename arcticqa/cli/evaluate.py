@@ -17,7 +17,13 @@ import typer
 from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, handle_errors
 
 if TYPE_CHECKING:
-    from arcticqa.evaluate.protocols import EvalProtocol, ReportOptions, ReportSummary
+    from collections.abc import Callable
+
+    from sqlalchemy.engine import Engine
+
+    from arcticqa.config import EvalModel, Settings
+    from arcticqa.evaluate.protocols import EvalProtocol, ReportOptions, ReportSummary, RunOptions
+    from arcticqa.evaluate.runner import RunResult
 
 __all__ = ["evaluate_app"]
 
@@ -294,6 +300,42 @@ def _print_run(result: object) -> None:
         console.print(f"  {label}: " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts)), highlight=False)
 
 
+async def _run_with_verifier(settings: Settings, verifier: str, chosen: EvalProtocol, options: RunOptions,
+                             models: list[EvalModel], engine: Engine, *, resume: bool,
+                             progress: Callable[[str, int, int], None]) -> RunResult:
+    """The run with the verifier role answered by the ``[models]`` entry ``verifier``, through the
+    gateway, whose model calls are recorded in the evaluator's store under the run's id."""
+    import uuid
+    from dataclasses import replace
+
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.config import did_you_mean
+    from arcticqa.errors import ConfigError
+    from arcticqa.evaluate.open.parse import VERIFIER_ROLE
+    from arcticqa.evaluate.runner import run_protocol
+    from arcticqa.llm.gateway import Gateway
+    from arcticqa.pipeline.ledger import StoreLedger
+    from arcticqa.store.store import Store
+
+    cfg = settings.models.get(verifier)
+    if cfg is None:
+        raise ConfigError(f"open verifier {verifier!r} is not under [models]{did_you_mean(verifier, settings.models)}")
+    if cfg.provider == "offline":  # the rule-based roles judge build outputs, not free-text replies
+        raise ConfigError(f"open verifier {verifier!r}: the offline provider has no open verifier; "
+                          "name a model served over an OpenAI-compatible API")
+    cfg.api_key()  # fail before any call when its key is missing
+    run_id = uuid.uuid4().hex[:12]
+    store = Store(engine.url.render_as_string(hide_password=False))
+    try:
+        ledger = StoreLedger(store, run_id)
+        role_settings = settings.model_copy(update={"roles": {**settings.roles, VERIFIER_ROLE: verifier}})
+        async with Gateway(role_settings, ledger, ledger=ledger, run_id=run_id) as gateway:
+            return await run_protocol(chosen.live(replace(options, verifier=gateway)), models, engine,
+                                      resume=resume, run_id=run_id, progress=progress)
+    finally:
+        store.close()
+
+
 @evaluate_app.command("run")
 @handle_errors
 def run_command(
@@ -311,6 +353,9 @@ def run_command(
                           "answer_or_abstain_terse (default answer_or_abstain).")] = None,
     verbal_confidence: Annotated[bool, typer.Option(
         "--verbal-confidence", help="Abstain-QA: also ask for a confidence 1-5.")] = False,
+    open_verifier: Annotated[str | None, typer.Option(
+        "--open-verifier", help="Open protocol: the [models] name whose model judges the replies the matcher "
+                                "leaves undecided (overrides [evaluate] open_verifier).")] = None,
     thresholds: ThresholdsOption = "0,1,2,3,4",
     wrong_penalty: PenaltyOption = 1.0,
     ece_bins: BinsOption = 10,
@@ -320,7 +365,8 @@ def run_command(
                            "ids separated by commas (e.g. published,reworded.numbers.last).")] = None,
 ) -> None:
     """Run the configured models on every item: ArcticAbstain (both conditions), or --protocol
-    abstainqa / know2guess / open with their prompt variants (no Prefect; see the flow)."""
+    abstainqa / know2guess / open with their prompt variants (no Prefect; see the flow); with an
+    open verifier, the open protocol's undecided replies are judged by it (lower confidence)."""
     import asyncio
     import os
 
@@ -336,7 +382,8 @@ def run_command(
         check_report_folder(out, overwrite=overwrite)
     path = config or (Path(os.environ["ARCTICQA_CONFIG"]) if os.environ.get("ARCTICQA_CONFIG")
                       else Path(DEFAULT_CONFIG_NAME))
-    settings = load_settings(path).evaluate.resolved(path)
+    full = load_settings(path)
+    settings = full.evaluate.resolved(path)
     models = [m for m in settings.models if not model or m.label in model]
     if not models:
         raise ConfigError(f"{path}: no [[evaluate.models]] to run" + (f" among {', '.join(model)}" if model else ""))
@@ -362,10 +409,14 @@ def run_command(
         from arcticqa.evaluate.variants import resolve_variants
 
         chosen_variants += tuple(resolve_variants(variants, settings.variants))
-    live = chosen.live(RunOptions(items=items_path, trials=trials or settings.trials, eval_set=settings.eval_set,
-                                  variants=chosen_variants, prompt=settings.prompt,
-                                  verbal_confidence=verbal_confidence))
-    result = asyncio.run(run_protocol(live, models, engine, resume=resume, progress=progress))
+    options = RunOptions(items=items_path, trials=trials or settings.trials, eval_set=settings.eval_set,
+                         variants=chosen_variants, prompt=settings.prompt, verbal_confidence=verbal_confidence)
+    verifier = open_verifier or settings.open_verifier
+    if verifier is None:
+        result = asyncio.run(run_protocol(chosen.live(options), models, engine, resume=resume, progress=progress))
+    else:
+        result = asyncio.run(_run_with_verifier(full, verifier, chosen, options, models, engine, resume=resume,
+                                                progress=progress))
     _print_run(result)
     if out is not None and variants is not None:  # a variants run: the robustness report of its models
         _variants_report(db_url, out, models=[m.label for m in models], resamples=10_000, seed=7, figure=True)

@@ -3,7 +3,9 @@
 Runs the ``build-arcticqa`` Prefect flow (ephemeral API, no server to start) with the offline
 provider for every role, exports and validates the release, writes the audit page and the
 funnel figure, evaluates the release with the reference policies served over the same HTTP path
-as real models, and prints where everything is. Re-running resumes: finished work is skipped.
+as real models (the multiple-choice ArcticAbstain protocol into ``evaluation/``, then the open-ended
+protocol into ``evaluation-open/``, whose table it prints), and prints where everything is.
+Re-running resumes: finished work is skipped.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 
 from arcticqa.config import load_settings
-from arcticqa.evaluate.policies import run_reference_policies
+from arcticqa.evaluate.policies import run_open_reference_policies, run_reference_policies
 from arcticqa.evaluate.reportio import check_report_folder
 from arcticqa.outputs import check_folder_target, os_errors, write_file
 from arcticqa.pipeline.audit import audit_data
@@ -34,7 +37,7 @@ from arcticqa.release.validate import validate_release
 from arcticqa.release.writer import RELEASE_FILES
 from arcticqa.store.store import open_store
 
-__all__ = ["DemoResult", "run_demo", "check_demo_folder", "SAMPLE_CORPUS"]
+__all__ = ["DemoResult", "run_demo", "check_demo_folder", "open_table", "SAMPLE_CORPUS"]
 
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "data" / "sample_corpus" / "papers.jsonl"
 T = TypeVar("T")
@@ -59,7 +62,7 @@ def _config_text(out_dir: Path) -> str:
 _MARKER = "# written by `arcticqa demo`"
 #: what the demo writes into its folder (the store's SQLite side files included)
 _DEMO_FILES = frozenset({"demo.toml", "arcticqa.db", "arcticqa.db-wal", "arcticqa.db-shm", "arcticqa.db-journal",
-                         "data", "release", "evaluation", "audit.html", "funnel.png", "funnel.svg", "summary.json"})
+                         "data", "release", "evaluation", "evaluation-open", "audit.html", "funnel.png", "funnel.svg", "summary.json"})
 
 
 def check_demo_folder(out_dir: Path, *, overwrite: bool) -> None:
@@ -77,6 +80,7 @@ def check_demo_folder(out_dir: Path, *, overwrite: bool) -> None:
     check_folder_target(out_dir, overwrite=overwrite or earlier, own=_DEMO_FILES)
     check_folder_target(out_dir / "release", overwrite=True, own={*RELEASE_FILES, "MANIFEST.json"})
     check_report_folder(out_dir / "evaluation", overwrite=True)
+    check_report_folder(out_dir / "evaluation-open", overwrite=True)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -90,6 +94,21 @@ def _step(console: Console, result: DemoResult, name: str, label: str, fn: Calla
     result.seconds[name] = round(time.perf_counter() - started, 2)
     console.print(Text.assemble(("✓", "green"), f" {label} ({result.seconds[name]:.1f} s)"))
     return value
+
+
+def open_table(summary_json: Path) -> Table:
+    """The open-protocol report's metrics (and its pairing with the multiple-choice run) as a table."""
+    summary = json.loads(summary_json.read_text(encoding="utf-8"))
+    pairing = {p["model"]: p for p in summary.get("pairing") or []}
+    table = Table(title="open-ended protocol (no options shown)")
+    for name in ("policy", "n", "accuracy", "abstention", "R-Acc", "undecided", "MC wrong → open abstained"):
+        table.add_column(name, justify="left" if name == "policy" else "right")
+    for g in summary["groups"]:
+        paired = pairing.get(g["model_id"])
+        crossed = f"{paired['mc_wrong_open_abstained']}/{paired['mc_wrong']}" if paired else "-"
+        table.add_row(g["model"], str(g["responses"]), f"{g['accuracy']:.3f}", f"{g['abstention_rate']:.3f}",
+                      f"{g['r_acc']:.3f}", f"{g['undecided_rate']:.3f}", crossed)
+    return table
 
 
 def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect", trials: int = 3,
@@ -141,6 +160,12 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
                           release / "items.jsonl", out_dir / "evaluation", db_url=settings.store.url,
                           trials=trials, eval_set="arcticqa-demo")))
         result.artifacts.update({"evaluation": paths.out_dir, "tables": paths.tables})
+        opened = _step(console, result, "evaluate_open", "evaluate the release open-ended (no options shown)",
+                       lambda: asyncio.run(run_open_reference_policies(
+                           release / "items.jsonl", out_dir / "evaluation-open", db_url=settings.store.url,
+                           trials=trials, eval_set="arcticqa-demo")))
+        result.artifacts.update({"evaluation_open": opened.out_dir, "open_tables": opened.out_dir / "TABLES.md"})
+        console.print(open_table(opened.out_dir / "summary.json"))
     else:
         console.print("no accepted items, so nothing to evaluate", style="yellow")
     _write_atomic(out_dir / "summary.json", json.dumps({

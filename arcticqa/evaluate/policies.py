@@ -10,7 +10,16 @@ dispatches on the request's ``model`` name, so one :class:`FakeOpenAIServer` ser
 - ``oracle``: the gold answer when shown, else abstain (needs the question -> gold mapping);
 - ``gold-or-first-distractor``: the gold answer when shown, else the first distractor shown.
 
-:func:`run_reference_policies` runs them through the real runner and writes the report.
+A prompt without options is the open protocol's (``CONTEXT`` … ``QUESTION`` …): each policy then
+answers in words, deterministically, from the question -> (gold answer, rank-0 distractor) mapping
+(:func:`open_answers`): ``always-abstain`` says "I don't know."; ``first-option`` gives the rank-0
+distractor; ``random`` one of gold, distractor and "I don't know.", seeded by the prompt text (an
+open prompt is the same in every trial, so is the reply);
+``oracle`` the gold answer (or "I don't know." for a question it has no answer for);
+``gold-or-first-distractor`` the gold answer, else the distractor.
+
+:func:`run_reference_policies` runs them through the real runner and writes the report;
+:func:`run_open_reference_policies` does the same with the open protocol.
 """
 
 from __future__ import annotations
@@ -24,19 +33,23 @@ from typing import Any
 
 from arcticqa.config import EvalModel
 from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
-from arcticqa.evaluate.arcticabstain.items import load_items
+from arcticqa.evaluate.arcticabstain.items import EvalItem, load_items
 from arcticqa.evaluate.arcticabstain.prompt import DEFAULT_PROMPT_PATH
 from arcticqa.evaluate.arcticabstain.report import ReportPaths, StatsSettings, build_report, write_report
+from arcticqa.evaluate.open import OPEN
 from arcticqa.evaluate.runner import run_protocol
-from arcticqa.evaluate.shape import RunOptions
+from arcticqa.evaluate.shape import ReportOptions, ReportSummary, RunOptions
 from arcticqa.standins.replies import Fault, Reply, Response
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
-__all__ = ["REFERENCE_POLICIES", "parse_prompt", "policy_responder", "gold_map", "run_reference_policies"]
+__all__ = ["REFERENCE_POLICIES", "OPEN_ABSTENTION", "parse_prompt", "open_question", "policy_responder", "gold_map",
+           "open_answers", "run_reference_policies", "run_open_reference_policies"]
 
 REFERENCE_POLICIES: tuple[str, ...] = ("always-abstain", "first-option", "random", "oracle")
 ABSTAIN_TEXT = "I abstain from answering"
+#: what every policy says when it abstains in its own words (the open protocol)
+OPEN_ABSTENTION = "I don't know."
 
 _OPTION_LINE = re.compile(r"^([A-Z1-5])\. (.*)$")  # letters, or the numbers of a prompt variant
 
@@ -50,6 +63,14 @@ def parse_prompt(user_text: str) -> tuple[str, list[tuple[str, str]]]:
     _, _, listing = user_text.rpartition("OPTIONS\n")
     options = [(m.group(1), m.group(2)) for line in listing.splitlines() if (m := _OPTION_LINE.match(line))]
     return question, options
+
+
+def open_question(user_text: str) -> str | None:
+    """The question of an open-protocol user turn (``CONTEXT`` … ``QUESTION`` …), else None."""
+    if not user_text.startswith("CONTEXT\n"):
+        return None
+    _, found, question = user_text.rpartition("\n\nQUESTION\n")
+    return question if found else None
 
 
 def _user_text(body: Mapping[str, Any]) -> str:
@@ -95,19 +116,46 @@ def _make_policies(gold: Mapping[str, str]) -> dict[str, Policy]:
             "oracle": oracle, "gold-or-first-distractor": gold_or_first_distractor}
 
 
-def policy_responder(gold: Mapping[str, str] | None = None) -> Callable[[dict[str, Any], Mapping[str, str]], Response]:
-    """A FakeOpenAIServer responder that answers as the policy named by ``body['model']``."""
+OpenPolicy = Callable[[tuple[str, str] | None, str], str]
+
+
+def _open_policies() -> dict[str, OpenPolicy]:
+    """Each policy's reply in words to an open question with (gold, rank-0 distractor) when known."""
+    def uniform(known: tuple[str, str] | None, prompt: str) -> str:
+        rng = random.Random(hashlib.sha256(prompt.encode("utf-8")).digest())
+        choices: list[str] = [*(known or ()), OPEN_ABSTENTION]
+        return rng.choice(choices)
+
+    return {"always-abstain": lambda known, prompt: OPEN_ABSTENTION,
+            "first-option": lambda known, prompt: known[1] if known else "",
+            "random": uniform,
+            "oracle": lambda known, prompt: known[0] if known else OPEN_ABSTENTION,
+            "gold-or-first-distractor": lambda known, prompt: known[0] if known else ""}
+
+
+def policy_responder(gold: Mapping[str, str] | None = None, *, open_answers: Mapping[str, tuple[str, str]] | None = None
+                     ) -> Callable[[dict[str, Any], Mapping[str, str]], Response]:
+    """A FakeOpenAIServer responder that answers as the policy named by ``body['model']``: a letter
+    when the prompt lists options, words for an open question (``open_answers``: question ->
+    (gold answer, rank-0 distractor)), and an empty reply for any other prompt."""
     policies = _make_policies(gold or {})
+    open_policies = _open_policies()
+    answers = open_answers or {}
 
     def responder(body: dict[str, Any], headers: Mapping[str, str]) -> Response:
-        policy = policies.get(str(body.get("model", "")))
+        name = str(body.get("model", ""))
+        policy = policies.get(name)
         if policy is None:
             return Fault(404, body='{"error": {"message": "unknown reference policy", "type": "invalid_request_error"}}')
         prompt = _user_text(body)
         question, options = parse_prompt(prompt)
-        if not options:
+        if options:
+            return Reply(content=policy(question, options, prompt), completion_tokens=1)
+        asked = open_question(prompt)
+        if asked is None:
             return Reply(content="")
-        return Reply(content=policy(question, options, prompt), completion_tokens=1)
+        text = open_policies[name](answers.get(asked), prompt)
+        return Reply(content=text, completion_tokens=max(1, len(text.split())))
 
     return responder
 
@@ -115,6 +163,17 @@ def policy_responder(gold: Mapping[str, str] | None = None) -> Callable[[dict[st
 def gold_map(items_path: Path | str) -> dict[str, str]:
     """question text -> gold answer, for the oracle policies."""
     return {item.question: item.gold_answer for item in load_items(items_path)}
+
+
+def open_answers(items: Sequence[EvalItem]) -> dict[str, tuple[str, str]]:
+    """question text -> (gold answer, rank-0 distractor), for the policies' open replies."""
+    return {item.question: (item.gold_answer, item.distractors[0]) for item in items}
+
+
+def _policy_models(policies: Sequence[str], base_url: str, concurrency: int) -> list[EvalModel]:
+    return [EvalModel(label=name, model=name, base_url=base_url, api_key_env=None, max_concurrency=concurrency,
+                      max_retries=2, backoff_initial_s=0.05, backoff_max_s=0.5, timeout_s=30.0)
+            for name in policies]
 
 
 async def run_reference_policies(items_path: Path | str, out_dir: Path | str, *, db_url: str,
@@ -128,11 +187,23 @@ async def run_reference_policies(items_path: Path | str, out_dir: Path | str, *,
     engine = make_engine(db_url)
     responder = policy_responder({item.question: item.gold_answer for item in items})
     with FakeOpenAIServer(responder) as server:
-        models = [EvalModel(label=name, model=name, base_url=server.base_url, api_key_env=None,
-                            max_concurrency=concurrency, max_retries=2, backoff_initial_s=0.05,
-                            backoff_max_s=0.5, timeout_s=30.0)
-                  for name in policies]
-        await run_protocol(live, models, engine, resume=resume)
+        await run_protocol(live, _policy_models(policies, server.base_url, concurrency), engine, resume=resume)
     records = ARCTICABSTAIN.records_from_store(engine, models=list(policies))
     report = build_report(records, settings=settings, source=db_url, models=list(policies))
     return write_report(report, out_dir, source_name="the reference policies")
+
+
+async def run_open_reference_policies(items_path: Path | str, out_dir: Path | str, *, db_url: str,
+                                      trials: int = 3, policies: Sequence[str] = REFERENCE_POLICIES,
+                                      eval_set: str = "arcticqa", resume: bool = True,
+                                      concurrency: int = 16) -> ReportSummary:
+    """The reference policies through the open protocol (served on 127.0.0.1, the real runner);
+    the report pairs them with their multiple-choice responses in the same store, if any."""
+    items = load_items(items_path)
+    live = OPEN.live(RunOptions(trials=trials, eval_set=eval_set), items=items)
+    engine = make_engine(db_url)
+    responder = policy_responder(open_answers=open_answers(items))
+    with FakeOpenAIServer(responder) as server:
+        await run_protocol(live, _policy_models(policies, server.base_url, concurrency), engine, resume=resume)
+    return OPEN.report_from_store(engine, Path(out_dir), ReportOptions(), source=db_url, models=list(policies),
+                                  in_given_order=True)

@@ -35,14 +35,16 @@ def f6(value: float | None) -> str:
     return f"{value:.6f}"
 
 
-#: every file a report writer (ArcticAbstain, Abstain-QA, Know2Guess) may put in its folder:
+#: every file a report writer (ArcticAbstain, Abstain-QA, Know2Guess, open) may put in its folder:
 #: what ``--overwrite`` may replace there; anything else in the folder is someone else's
 REPORT_FILES = frozenset({
     "TABLES.md", "summary.json", "checks.json", "condition-shifts.csv", "metrics.csv", "trial-metrics.csv",
     "outcome-counts.csv", "confusion.csv", "thresholds.csv", "parser-sensitivity.csv", "zones.csv",
-    "contamination.csv", "EXPOSURE.md", "exposure.csv", "exposure-tests.csv", "undated-items.csv", "coverage-summary.csv", "coverage-risk.csv", "lambda-sweep.csv", "coverage.json",
-    *(f"{stem}.{ext}" for stem in ("figure-1", "exposure", "coverage-risk", "abstainqa-metrics", "know2guess-zones")
-      for ext in ("png", "svg")),    # the prompt-robustness report (evaluate report --variants)
+    "contamination.csv", "EXPOSURE.md", "exposure.csv", "exposure-tests.csv", "undated-items.csv", "coverage-summary.csv", "coverage-risk.csv", "lambda-sweep.csv", "coverage.json", "pairing.csv",
+    *(f"{stem}.{ext}" for stem in ("figure-1", "exposure", "coverage-risk", "abstainqa-metrics", "know2guess-zones",
+                                   "open-outcomes")
+      for ext in ("png", "svg")),
+    # the prompt-robustness report (evaluate report --variants)
     "VARIANTS.md", "variant-metrics.csv", "variant-spread.csv", "ranking-flips.csv", "variants.json",
     "variants.png", "variants.svg",
 })

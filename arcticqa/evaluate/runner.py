@@ -16,7 +16,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -54,12 +54,14 @@ class LiveProtocol:
     """A protocol's live run: its planned calls per model and the store row of a finished call.
 
     ``row(call, model, outcome, run_id, position)`` returns the ``eval_response`` columns
-    (with ``protocol`` and ``details`` set).
+    (with ``protocol`` and ``details`` set). ``review(call, row)``, when given, may regrade a row
+    before it is stored (the open protocol's verifier of undecided replies); it must not raise.
     """
 
     name: str
     plan: Callable[[EvalModel], Sequence[ProtocolCall]]
     row: Callable[[Any, EvalModel, ChatOutcome, str, int], dict[str, Any]]
+    review: Callable[[Any, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None
 
 
 @dataclass
@@ -109,7 +111,8 @@ class _Writer:
 
 async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
                    make_row: Callable[[_C, ChatOutcome], dict[str, Any]], counts: Counter[str],
-                   progress: ProgressHook | None) -> int:
+                   progress: ProgressHook | None,
+                   review: Callable[[_C, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None) -> int:
     """Call the model once per planned call (a worker pool), store each row; rows inserted."""
     queue: asyncio.Queue[_C] = asyncio.Queue()
     for call in todo:
@@ -132,6 +135,8 @@ async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
             # transport retries were requests too; the reported usage corrects the token estimate
             limiter.settle(estimate, outcome.usage.get("total_tokens"), extra_requests=max(0, outcome.attempts - 1))
             row = make_row(call, outcome)
+            if review is not None:
+                row = await review(call, row)
             counts[row["outcome"]] += 1
             await writer.add(row)
             finished += 1
@@ -188,7 +193,7 @@ async def run_protocol(protocol: LiveProtocol, models: Sequence[EvalModel], engi
         if todo:
             result.recorded = await _execute(
                 todo, model, engine, lambda call, outcome: protocol.row(call, model, outcome, run_id, position),
-                counts, progress)
+                counts, progress, protocol.review)
         return result
 
     results = await asyncio.gather(*(one(first_position + i, m) for i, m in enumerate(models)))

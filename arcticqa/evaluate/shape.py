@@ -31,6 +31,7 @@ from arcticqa.evaluate.external import CellGuard, ExternalLine, external_lines
 from arcticqa.evaluate.recorded import load_protocol_rows
 from arcticqa.evaluate.runner import LiveProtocol, ProtocolCall
 from arcticqa.llm.chat import ChatOutcome
+from arcticqa.llm.types import RoleClient
 
 __all__ = ["EvalProtocol", "ProtocolBase", "ReportOptions", "RunOptions", "ReportSummary", "ScoredRecord",
            "DEFAULT_EVAL_SET"]
@@ -70,6 +71,9 @@ class RunOptions:
     prompt: Path | None = None
     #: Abstain-QA: also ask for a confidence 1-5
     verbal_confidence: bool = False
+    #: the open protocol: the role client that asks the verifier role about undecided replies
+    #: (None: they stay undecided); the other protocols ignore it
+    verifier: RoleClient | None = None
 
 
 @dataclass(frozen=True)

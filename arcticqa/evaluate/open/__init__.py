@@ -5,11 +5,14 @@ briefly or abstains in its own words (:mod:`.prompt`); replies are graded by abs
 deterministic answer matcher (:mod:`.parse`) into records (:mod:`.records`); accuracy, abstention rate,
 R-Acc and the pairing with the multiple-choice answer-present condition (:mod:`.metrics`) make the
 report (:mod:`.report`). A report from the store pairs with the ArcticAbstain responses recorded there.
+With ``RunOptions.verifier`` a live run asks the verifier role about each reply the matcher leaves
+undecided, before the row is stored (:func:`.records.verify_row`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,7 @@ from arcticqa.evaluate.open.items import EvalItem
 from arcticqa.evaluate.open.prompt import OpenCall
 from arcticqa.evaluate.open.records import OpenRecord
 from arcticqa.evaluate.open.report import OpenReport
+from arcticqa.evaluate.runner import LiveProtocol
 from arcticqa.evaluate.shape import ProtocolBase, ReportOptions, ReportSummary, RunOptions
 from arcticqa.llm.chat import ChatOutcome
 
@@ -36,6 +40,17 @@ class OpenProtocol(ProtocolBase[EvalItem, OpenCall, OpenRecord, OpenReport]):
     name = "open"
     summary = "Open-ended: no options, answer briefly or abstain in your own words"
     question_id_fields = ("item_id", "question_id")
+
+    def live(self, options: RunOptions, items: Sequence[Any] | None = None) -> LiveProtocol:
+        live = super().live(options, items)
+        verifier = options.verifier
+        if verifier is None:
+            return live
+
+        async def review(call: OpenCall, row: dict[str, Any]) -> dict[str, Any]:
+            return await records.verify_row(verifier, call, row)
+
+        return replace(live, review=review)
 
     def load_items(self, path: Path, *, eval_set: str) -> list[EvalItem]:
         return items.load_open_items(path)
@@ -62,7 +77,7 @@ class OpenProtocol(ProtocolBase[EvalItem, OpenCall, OpenRecord, OpenReport]):
         return report.build_open_report(records, source=source)
 
     def write_report(self, report_: OpenReport, out: Path, options: ReportOptions) -> Path:
-        return report.write_open_report(report_, out)
+        return report.write_open_report(report_, out, figure=options.figure)
 
     def report_summary(self, report_: OpenReport, out_dir: Path) -> ReportSummary:
         warnings = ["no ArcticAbstain responses to pair with"] if report_.pairings == [] else []

@@ -3,7 +3,8 @@
 Over the responses with a provider answer (n): accuracy = correct/n, abstention rate = abstained/n,
 R-Acc = correct/(correct + wrong + undecided) (accuracy among the replies that committed to an
 answer; an undecided answer counts against it until it is graded, so R-Acc is a lower bound while
-replies stay undecided), plus the undecided and unparseable rates.
+replies stay undecided), plus the undecided and unparseable rates, and how many replies the verifier
+role graded (confidence ``low``; counted in their outcome as well).
 
 Pairing (per model, over the (item, trial) cells with a valid reply in both the ArcticAbstain
 answer-present condition and the open protocol): the 2×2 of "abstained in MC" × "abstained in open"
@@ -35,6 +36,7 @@ class OpenMetrics:
     abstained: int
     undecided: int
     unparseable: int
+    verifier_graded: int = 0
 
     def _share(self, count: int, of: int) -> float:
         return count / of if of else 0.0
@@ -62,16 +64,17 @@ class OpenMetrics:
     def row(self) -> list[Any]:
         return [self.responses, self.no_answer, self.correct, self.wrong, self.abstained, self.undecided,
                 self.unparseable, f6(self.accuracy), f6(self.abstention_rate), f6(self.r_acc),
-                f6(self.undecided_rate), f6(self.unparseable_rate)]
+                f6(self.undecided_rate), f6(self.unparseable_rate), self.verifier_graded]
 
     def as_dict(self) -> dict[str, Any]:
         return dict(zip(METRIC_HEADER, [self.responses, self.no_answer, self.correct, self.wrong, self.abstained,
                                         self.undecided, self.unparseable, self.accuracy, self.abstention_rate,
-                                        self.r_acc, self.undecided_rate, self.unparseable_rate], strict=True))
+                                        self.r_acc, self.undecided_rate, self.unparseable_rate,
+                                        self.verifier_graded], strict=True))
 
 
 METRIC_HEADER = ["responses", "no_provider_answer", "correct", "wrong", "abstained", "undecided", "unparseable",
-                 "accuracy", "abstention_rate", "r_acc", "undecided_rate", "unparseable_rate"]
+                 "accuracy", "abstention_rate", "r_acc", "undecided_rate", "unparseable_rate", "verifier_graded"]
 
 
 def compute_metrics(records: Iterable[OpenRecord]) -> OpenMetrics:
@@ -80,7 +83,8 @@ def compute_metrics(records: Iterable[OpenRecord]) -> OpenMetrics:
                                  ("correct", "wrong", "abstained", "undecided", "unparseable", "no_answer")}
     return OpenMetrics(responses=len(rows) - counts["no_answer"], no_answer=counts["no_answer"],
                        correct=counts["correct"], wrong=counts["wrong"], abstained=counts["abstained"],
-                       undecided=counts["undecided"], unparseable=counts["unparseable"])
+                       undecided=counts["undecided"], unparseable=counts["unparseable"],
+                       verifier_graded=sum(r.grade_confidence == "low" for r in rows))
 
 
 def mcnemar_exact(b: int, c: int) -> float:

@@ -1,8 +1,13 @@
 """Grading of an open reply: abstention rules first, then the deterministic answer matcher.
 
 Outcomes: ``correct``, ``wrong``, ``abstained``, ``unparseable``, and ``undecided`` for a reply the
-matcher cannot decide (the verifier role is not wired yet, so these stay undecided rather than being
-guessed); ``no_answer`` when the provider returned nothing (left out of every rate).
+matcher cannot decide; ``no_answer`` when the provider returned nothing (left out of every rate).
+
+An undecided reply may be sent to the verifier role (``open_verifier``, prompt
+``prompts/open/verifier-v1.md``, when ``[evaluate] open_verifier`` names a model): its
+:class:`VerifierVerdict` (``correct``, ``wrong``, ``abstained`` or ``unclear``, and a short reason)
+grades the reply with confidence ``low`` and cause ``open.verifier``; ``unclear`` leaves it
+undecided. Nothing the rules or the matcher decided is ever sent to it.
 
 Abstention rules (rule id: what it recognises), checked on the reply's first sentence:
 
@@ -12,6 +17,13 @@ Abstention rules (rule id: what it recognises), checked on the reply's first sen
 - ``open.abstain.no_information``: "not enough / insufficient information (or data)", "the context
   does not (say/state/mention/provide/specify)", "no information";
 - ``open.abstain.explicit``: the reply is just "abstain", "I abstain", "unknown", "no answer", "N/A".
+
+The same four rules hold the common Russian forms (the v1 release has Russian items, and a model
+asked in Russian answers in Russian): "не знаю", "не уверен(а)", "затрудняюсь ответить";
+"невозможно / нельзя / не могу / не удаётся определить (сказать, ответить, установить)", "не может
+быть определено"; "недостаточно / нет информации (данных, сведений)", "в контексте / в тексте не
+указано (сказано, говорится, упоминается, приводится)", "информация отсутствует"; and the reply
+"воздерживаюсь", "неизвестно" or "нет ответа". A bare negation ("не изменился") is not one of them.
 
 Matcher (decides ``correct`` only on positive evidence and ``wrong`` only on a contradiction it can
 prove, so an equivalent rewrite of the gold answer is never graded wrong):
@@ -38,32 +50,47 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import BaseModel, Field
+
 from arcticqa.gates.direction import direction_terms, is_direction_reversal
 from arcticqa.gates.numbers import parse_numbers, prepare_text, same_value, values_agree
 from arcticqa.gates.text import contains_phrase, content_words, split_sentences
 
 __all__ = ["Outcome", "OUTCOMES", "ABSTENTION_RULES", "Grade", "normalise", "abstention_rule", "match_answer",
-           "grade_reply"]
+           "grade_reply", "VERIFIER_ROLE", "VERIFIER_PROMPT", "VERIFIER_CAUSE", "VerifierVerdict", "grade_from_verdict"]
 
 Outcome = Literal["correct", "wrong", "abstained", "unparseable", "undecided", "no_answer"]
 OUTCOMES: tuple[str, ...] = ("correct", "wrong", "abstained", "unparseable", "undecided", "no_answer")
 
 _APOS = "['\u2019]"
+# Cyrillic words: \b works on them (str patterns are Unicode-aware); ё is also written е
+_RU_VERB = r"(?:определить|сказать|ответить|установить|оценить|судить)"
+_RU_NOT_STATED = r"(?:указан\w*|сказано|говорится|упоминается|упомянут\w*|приводится|приведен\w*|сообщается)"
 ABSTENTION_RULES: dict[str, re.Pattern[str]] = {
     "open.abstain.dont_know": re.compile(
-        rf"\bi\s*(?:do\s+not|don{_APOS}?t)\s+know\b|\bi{_APOS}?m\s+not\s+sure\b|\bi\s+am\s+(?:not\s+sure|unsure)\b",
+        rf"\bi\s*(?:do\s+not|don{_APOS}?t)\s+know\b|\bi{_APOS}?m\s+not\s+sure\b|\bi\s+am\s+(?:not\s+sure|unsure)\b|"
+        r"\bне\s+знаю\b|\bне\s+уверен[аы]?\b|\bзатрудняюсь\s+(?:ответить|с\s+ответом)\b",
         re.IGNORECASE),
     "open.abstain.cannot_determine": re.compile(
         rf"\b(?:cannot|can{_APOS}?t|can\s+not)\s+(?:be\s+)?(?:determined?|answer(?:ed)?|tell|say)\b|"
-        r"\bunable\s+to\s+(?:determine|answer|tell|say)\b|\bimpossible\s+to\s+(?:say|know|determine|tell)\b",
+        r"\bunable\s+to\s+(?:determine|answer|tell|say)\b|\bimpossible\s+to\s+(?:say|know|determine|tell)\b|"
+        rf"\b(?:невозможно|нельзя|не\s+могу|не\s+удается|не\s+удаётся|не\s+представляется\s+возможным)\s+"
+        rf"(?:точно\s+|однозначно\s+)?{_RU_VERB}\b|\bне\s+может\s+быть\s+(?:определен\w*|установлен\w*)",
         re.IGNORECASE),
     "open.abstain.no_information": re.compile(
         r"\b(?:not\s+enough|insufficient|no)\s+(?:information|data|details)\b|"
         rf"\b(?:context|text|passage)\s+(?:does\s+not|doesn{_APOS}?t)\s+(?:say|state|mention|provide|specify|"
-        r"contain|give|include)\b", re.IGNORECASE),
-    "open.abstain.explicit": re.compile(r"^\W*(?:i\s+)?(?:abstain|unknown|no\s+answer|n/?a)\W*$", re.IGNORECASE),
+        r"contain|give|include)\b|"
+        r"\b(?:недостаточно|нет|не\s+хватает)\s+(?:информации|данных|сведений)\b|"
+        r"\b(?:информация|данные|сведения)\s+(?:об\s+этом\s+|по\s+этому\s+вопросу\s+)?отсутству\w*|"
+        rf"\bв\s+(?:контексте|тексте|отрывке)\s+(?:это\s+|об\s+этом\s+)?не\s+{_RU_NOT_STATED}",
+        re.IGNORECASE),
+    "open.abstain.explicit": re.compile(
+        r"^\W*(?:(?:i\s+)?(?:abstain|unknown|no\s+answer|n/?a)|(?:я\s+)?воздерживаюсь|неизвестно|нет\s+ответа)\W*$",
+        re.IGNORECASE),
 }
 
+_CYRILLIC_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[А-ЯЁ])")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _LEAD = re.compile(r"^\s*(?:(?:the\s+)?(?:short\s+|final\s+)?answer\s*(?:is|:)|it\s+(?:is|was))\s*", re.IGNORECASE)
 _LIST_SPLIT = re.compile(r"\s*(?:,|;|\band\b|&)\s*")
@@ -92,7 +119,9 @@ def normalise(text: str) -> str:
 def abstention_rule(reply: str) -> str | None:
     """The id of the first abstention rule the reply's first sentence matches (None if none)."""
     sentences = split_sentences(reply.strip()) or [reply.strip()]
-    first = sentences[0]
+    # the shared splitter ends a sentence only before a Latin capital; a Russian reply's next
+    # sentence starts with a Cyrillic one
+    first = _CYRILLIC_SENTENCE_END.split(sentences[0], maxsplit=1)[0]
     for rule, pattern in ABSTENTION_RULES.items():
         if pattern.search(first):
             return rule
@@ -177,3 +206,25 @@ def grade_reply(gold: str, reply: str | None, *, failure: str | None = None) -> 
     if rule is not None:
         return Grade("abstained", rule, "high")
     return match_answer(gold, reply)
+
+
+#: the model role that judges what the matcher leaves undecided, and its versioned prompt file
+VERIFIER_ROLE = "open_verifier"
+VERIFIER_PROMPT = "open/verifier-v1"
+#: the ``cause`` of a row the verifier graded
+VERIFIER_CAUSE = "open.verifier"
+
+
+class VerifierVerdict(BaseModel):
+    """The verifier role's structured answer about one undecided reply."""
+
+    verdict: Literal["correct", "wrong", "abstained", "unclear"]
+    reason: str = Field("", max_length=500)
+
+
+def grade_from_verdict(verdict: VerifierVerdict) -> Grade:
+    """A verifier's verdict as a grade: lower confidence than a rule or the matcher; ``unclear``
+    leaves the reply undecided."""
+    if verdict.verdict == "unclear":
+        return Grade("undecided")
+    return Grade(verdict.verdict, VERIFIER_CAUSE, "low")

@@ -1,5 +1,10 @@
 """Open-protocol records: one graded reply, from a live call, a store row or an external line. A
-record is also the ``details`` of its ``eval_response`` row."""
+record is also the ``details`` of its ``eval_response`` row.
+
+:func:`verify_row` sends a live row the matcher left undecided to the verifier role and regrades
+it (confidence ``low``); the verifier's answer, or its failure, is kept in the record's
+``verifier`` field, and its model call is recorded by the gateway like every role call.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,22 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from arcticqa.config import EvalModel
+from arcticqa.errors import LLMError
 from arcticqa.evaluate.external import ExternalLine
 from arcticqa.evaluate.open.items import EvalItem
-from arcticqa.evaluate.open.parse import grade_reply
+from arcticqa.evaluate.open.parse import (
+    VERIFIER_PROMPT,
+    VERIFIER_ROLE,
+    Grade,
+    VerifierVerdict,
+    grade_from_verdict,
+    grade_reply,
+)
 from arcticqa.evaluate.open.prompt import OpenCall
 from arcticqa.llm.chat import ChatOutcome
+from arcticqa.llm.types import RoleClient
 
-__all__ = ["OpenRecord", "record_from_call", "store_row", "record_from_row", "record_from_external"]
+__all__ = ["OpenRecord", "record_from_call", "store_row", "record_from_row", "record_from_external", "verify_row"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +45,9 @@ class OpenRecord:
     rule: str | None
     grade_confidence: str | None
     prompt_version: str = ""
+    #: what the verifier role said about an undecided reply (verdict, reason, model, prompt
+    #: version, request hash), or its error; None when it was not asked
+    verifier: dict[str, Any] | None = None
 
     @property
     def cell(self) -> tuple[str, str, str, int]:
@@ -84,3 +101,29 @@ def record_from_external(item: EvalItem, line: ExternalLine) -> OpenRecord:
     variant = str(line.row.get("prompt_variant") or "answer_or_abstain")
     return _record(item, model=line.model, model_label=line.model_label, variant=variant, trial=line.trial,
                    text=line.raw_response_text, failure=line.failure)
+
+
+async def verify_row(client: RoleClient, call: OpenCall, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` regraded by the verifier role when the matcher left it ``undecided`` (any other row
+    is returned as it is, never sent). A verifier failure leaves the row undecided, with the error
+    in ``details.verifier``: it is recorded, not raised."""
+    text = row.get("raw_response_text")
+    if row["outcome"] != "undecided" or not text:
+        return row
+    variables = {"question": call.item.question, "question_context": call.item.question_context,
+                 "gold_answer": call.item.gold_answer, "reply": text}
+    note: dict[str, Any]
+    try:
+        answer = await client.ask(VERIFIER_ROLE, VERIFIER_PROMPT, variables, VerifierVerdict,
+                                  subject=call.item.item_id)
+    except LLMError as exc:  # every model failure; the gateway has recorded its attempts
+        grade, note = Grade("undecided"), {"error": f"{type(exc).__name__}: {exc}"}
+    else:
+        grade = grade_from_verdict(answer.output)
+        note = {"verdict": answer.output.verdict, "reason": answer.output.reason, "provider": answer.provider,
+                "model": answer.model, "prompt_version": answer.prompt_version,
+                "request_hash": answer.request_hash, "cached": answer.cached, "cost_usd": answer.cost_usd}
+    details = {**row["details"], "outcome": grade.outcome, "rule": grade.rule, "grade_confidence": grade.confidence,
+               "verifier": note}
+    return {**row, "outcome": grade.outcome, "lenient_outcome": grade.outcome, "chosen_kind": grade.outcome,
+            "cause": grade.rule, "details": details}
