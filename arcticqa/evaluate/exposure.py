@@ -404,8 +404,9 @@ def build_exposure(records: Sequence[ResponseRecord], item_dates: Mapping[str, d
         after_rows = [r for r in rows if r.item_id in after_set]
         result.before = _side(before_rows, model, settings)
         result.after = _side(after_rows, model, settings)
-        zones = zone_results(before_rows, "before", settings) + zone_results(after_rows, "after", settings)
-        result.zones = sorted(zones, key=lambda z: [name for name, _, _ in ZONES].index(z.zone))
+        by_zone = {z.zone: z for z in zone_results(before_rows, "before", settings)
+                   + zone_results(after_rows, "after", settings)}
+        result.zones = [by_zone[name] for name, _, _ in ZONES]
         before_acc, before_resp = _per_question(rows, before_ids)
         after_acc, after_resp = _per_question(rows, after_ids)
         result.accuracy_test = label_permutation_test(before_acc, after_acc, draws=settings.draws,
