@@ -7,7 +7,9 @@ The ``--db`` report must equal the ``--responses`` report on an export of the sa
 here with sqlite3 and json, not with our reader), and its zone numbers must equal the values
 worked out by hand below, including the bootstrap CIs, which for k successes out of n equally
 weighted questions are the binomial quantiles of k/n (every question is answered twice, the same
-way, so a resample's rate is the share of drawn questions that succeeded).
+way, so a resample's rate is the share of drawn questions that succeeded). On random designs, the
+zones must tie out with the side reports of the published ``build_report`` and stay the same
+under equivalent rewrites (shuffled responses, a calendar shifted with its cutoff).
 """
 
 from __future__ import annotations
@@ -207,3 +209,75 @@ def test_db_without_arcticabstain_responses_or_with_both_sources_exits_2(evaluat
                                     str(evaluated["exported"]), "--out", str(tmp_path / "b")])
     assert both.exit_code == 2 and "give exactly one of --responses FILE or --db URL" in both.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def _nan_free(value: object) -> object:
+    """A zone as plain data, NaN (an interval nothing could be drawn for) as None, so equal zones compare equal."""
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, tuple | list):
+        return [_nan_free(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: _nan_free(getattr(value, k)) for k in value.__dataclass_fields__}
+    return value
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_zones_are_the_sides_by_condition_whatever_the_order_or_calendar(seed: int) -> None:
+    """Random designs (invalid replies of every cause included): the zones tie out with the side
+    reports built by the published build_report, and do not change when the responses are
+    shuffled or when every date and the cutoff move by the same number of days."""
+    import random
+    from datetime import timedelta
+
+    from arcticqa.evaluate.arcticabstain.parse import CAUSE_FORMAT, CAUSE_INFRASTRUCTURE, CAUSE_REFUSAL
+    from arcticqa.evaluate.arcticabstain.records import ResponseRecord
+    from arcticqa.evaluate.arcticabstain.report import StatsSettings
+    from arcticqa.evaluate.exposure import build_exposure
+
+    rng = random.Random(seed)
+    settings = StatsSettings(resamples=200, draws=50, seed=seed)
+    items = [f"q-{i:02d}" for i in range(rng.randint(3, 14))]
+    dates = {i: date(2015, 1, 1) + timedelta(days=rng.randint(0, 3000)) for i in items if rng.random() < 0.9}
+    cutoff = date(2015, 1, 1) + timedelta(days=rng.randint(300, 2700))
+    records = []
+    for model in ("m1", "m2"):
+        for item in items:
+            for condition, outcomes in (("answer_present", "N1 N2 N3 N0"), ("answer_absent", "N4 N5 N0")):
+                for trial in range(1, rng.randint(1, 3) + 1):
+                    outcome = rng.choice(outcomes.split())
+                    cause = rng.choice([CAUSE_FORMAT, CAUSE_INFRASTRUCTURE, CAUSE_REFUSAL]) if outcome == "N0" else None
+                    records.append(ResponseRecord(model, model, item, condition, trial, outcome, outcome, cause))
+    def exposures(rows: list[ResponseRecord], when: dict[str, date], cut: date) -> dict[str, Any]:
+        return {e.model: e for e in build_exposure(rows, when, {"m1": cut}, settings=settings)}
+
+    found = exposures(records, dates, cutoff)
+    exposure = found["m1"]
+    assert found["m2"].zones == []  # no cutoff, no zones
+
+    shuffled = records[:]
+    rng.shuffle(shuffled)
+    moved = {i: d + timedelta(days=400) for i, d in dates.items()}
+    for other in (exposures(shuffled, dates, cutoff), exposures(records, moved, cutoff + timedelta(days=400))):
+        assert _nan_free(other["m1"].zones) == _nan_free(exposure.zones)
+
+    zones = {z.zone: z for z in exposure.zones}
+    for side, present_zone, absent_zone in (("before", "seen", "boundary"), ("after", "unseen", "unknown")):
+        result = getattr(exposure, side)
+        present, absent = zones[present_zone], zones[absent_zone]
+        if result is None:  # no dated item on this side
+            assert present.responses == absent.responses == 0 and present.reliability is None
+            continue
+        counts = result.counts
+        assert present.valid + absent.valid == counts.valid
+        assert present.responses + absent.responses == counts.responses
+        if present.valid:
+            assert present.abstention_rate == pytest.approx(counts.present_abstention)
+            assert present.reliability == pytest.approx(counts["N1"] / counts.present_valid)
+            assert _nan_free(present.abstention_ci) == _nan_free(result.present_ci)
+        if present.answered:
+            assert present.answered_accuracy == pytest.approx(counts.present_accuracy_when_answering)
+            assert _nan_free(present.answered_accuracy_ci) == _nan_free(result.accuracy_ci)
+        if absent.valid:
+            assert absent.reliability == absent.abstention_rate == pytest.approx(counts.absent_abstention)
+            assert _nan_free(absent.abstention_ci) == _nan_free(result.absent_ci)
