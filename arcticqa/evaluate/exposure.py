@@ -554,7 +554,8 @@ def exposure_figure(exposures: Sequence[ModelExposure], png: Path, svg: Path, *,
             ax.set_xlim(-0.02, 1.02)
     axes[0].set_yticks(range(len(split)), [f"{e.label} (cutoff {e.cutoff})\n{e.before_items} before / "
                                            f"{e.after_items} after questions" for e in split], fontsize=8)
-    axes[0].invert_yaxis()
+    # first model on top, half a row of room around each so the before/after points stay inside
+    axes[0].set_ylim(len(split) - 0.5, -0.5)
     # outside the axes: a legend inside would hide the points it explains
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower right", ncol=2, fontsize=7, frameon=False)
