@@ -62,7 +62,8 @@ def _independent_bootstrap(counts: dict[str, list[int]], resamples: int, seed: i
     answered = [counts[q] for q in sorted(counts) if sum(counts[q][1:]) > 0]
     n = len(answered)
     rng = random.Random(seed)
-    values: dict[str, list[float]] = {"present": [], "absent": [], "shift": [], "accuracy": []}
+    values: dict[str, list[float]] = {"present": [], "absent": [], "shift": [], "accuracy": [],
+                                      "present_reliability": []}
     for _ in range(resamples):
         s = [0] * 6
         for _slot in range(n):
@@ -75,6 +76,7 @@ def _independent_bootstrap(counts: dict[str, list[int]], resamples: int, seed: i
         values["absent"].append(a)
         values["shift"].append(a - p)
         values["accuracy"].append(s[1] / acc_n if acc_n else math.nan)
+        values["present_reliability"].append(s[1] / present_n if present_n else math.nan)
     bounds = {}
     for name, vals in values.items():
         finite = sorted(v for v in vals if not math.isnan(v))
@@ -289,3 +291,59 @@ def test_items_own_publication_date_is_used_and_the_csv_wins(v1_case: dict[str, 
     fixed = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "c")])
     assert fixed.exit_code == 0, fixed.output
     assert (tmp_path / "c" / "exposure.csv").read_text(encoding="utf-8") == a
+
+
+@pytest.mark.shared
+def test_zones_on_v1_equal_independent_computation(v1_case: dict[str, object]) -> None:
+    """Know2Guess-style zones per model with a cutoff: seen/unseen (answer-present before/after),
+    boundary/unknown (answer-absent before/after), recomputed from responses.csv with the csv module."""
+    root, item_doi = v1_case["root"], v1_case["item_doi"]
+    assert isinstance(root, Path) and isinstance(item_doi, dict)
+    item_dates, _undated = dates_of_items(item_doi, read_item_dates(v1_case["dates_csv"]))  # type: ignore[arg-type]
+    records, _lines = load_published_responses(root / "responses.csv")
+    exposures = {e.model: e for e in build_exposure(records, item_dates, CUTOFFS, settings=SETTINGS)}
+    rows = list(csv.DictReader((root / "responses.csv").open(encoding="utf-8")))
+    assert any(r["outcome"] == "N0" for r in rows)  # the refusal and invalid rates have something to count
+    for model, exposure in exposures.items():
+        if model not in CUTOFFS:
+            assert exposure.zones == []
+            continue
+        zones = {z.zone: z for z in exposure.zones}
+        assert list(zones) == ["seen", "unseen", "boundary", "unknown"]
+        cutoff = CUTOFFS[model]
+        mine = [r for r in rows if r["model"] == model and r["item_id"] in item_dates]
+        for side, present_zone, absent_zone in (("before", "seen", "boundary"), ("after", "unseen", "unknown")):
+            on_side = [r for r in mine if (item_dates[r["item_id"]] < cutoff) == (side == "before")]
+            per_item: dict[str, list[int]] = {}
+            for r in on_side:
+                per_item.setdefault(r["item_id"], [0] * 6)[int(r["outcome"][1])] += 1
+            ci = _independent_bootstrap(per_item, SETTINGS.resamples, SETTINGS.seed)
+            for zone_name, condition in ((present_zone, "answer_present"), (absent_zone, "answer_absent")):
+                zone = zones[zone_name]
+                these = [r for r in on_side if r["condition"] == condition]
+                n = [sum(r["outcome"] == f"N{k}" for r in these) for k in range(6)]
+                causes = [r["invalid_cause"] for r in these]
+                with_answer = len(these) - causes.count("infrastructure_no_provider_answer")
+                assert (zone.side, zone.condition, zone.abstention_expected) == (side, condition,
+                                                                                condition == "answer_absent")
+                assert (zone.responses, zone.valid, zone.provider_answered) == (len(these), len(these) - n[0],
+                                                                                 with_answer)
+                assert zone.questions == len({r["item_id"] for r in these if r["outcome"] != "N0"})
+                assert zone.refusal_rate == pytest.approx(causes.count("provider_safeguard_refusal") / with_answer)
+                assert zone.invalid_rate == pytest.approx(causes.count("model_format_violation") / with_answer)
+                if condition == "answer_present":
+                    valid = n[1] + n[2] + n[3]
+                    assert zone.reliability == pytest.approx(n[1] / valid)  # the expected action: the gold option
+                    assert zone.answered == n[1] + n[2]
+                    assert zone.answered_accuracy == pytest.approx(n[1] / (n[1] + n[2]))
+                    assert zone.abstention_rate == pytest.approx(n[3] / valid)
+                    assert zone.reliability_ci == pytest.approx(ci["present_reliability"], abs=1e-12)
+                    assert zone.answered_accuracy_ci == pytest.approx(ci["accuracy"], abs=1e-12)
+                    assert zone.abstention_ci == pytest.approx(ci["present"], abs=1e-12)
+                else:
+                    valid = n[4] + n[5]
+                    assert zone.reliability == zone.abstention_rate == pytest.approx(n[5] / valid)
+                    assert zone.answered == n[4]
+                    # No gold option is shown: an answer is never correct (Know2Guess's zone D rule).
+                    assert zone.answered_accuracy == (0.0 if n[4] else None)
+                    assert zone.reliability_ci == zone.abstention_ci == pytest.approx(ci["absent"], abs=1e-12)

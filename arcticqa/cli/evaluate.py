@@ -1,4 +1,4 @@
-"""CLI commands: ``arcticqa evaluate run|report|score|policies`` (the abstention evaluator).
+"""CLI commands: ``arcticqa evaluate run|report|exposure|score|policies`` (the abstention evaluator).
 
 ``--protocol`` picks ArcticAbstain (the default), Abstain-QA, Know2Guess or the open-ended one. ``evaluate run``
 calls the async runner directly, without Prefect; the Prefect flow ``evaluate-arcticabstain``
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from arcticqa.config import EvalModel, Settings
+    from arcticqa.evaluate.arcticabstain.records import ResponseRecord
     from arcticqa.evaluate.protocols import EvalProtocol, ReportOptions, ReportSummary, RunOptions
     from arcticqa.evaluate.runner import RunResult
 
@@ -157,12 +158,16 @@ def _cutoffs(values: list[str]) -> dict[str, date]:
 @handle_errors
 def exposure_command(
     out: OutOption,
-    responses: Annotated[Path, typer.Option("--responses", help="Published responses.csv/.jsonl.")],
+    responses: Annotated[Path | None, typer.Option("--responses", help="Published responses.csv/.jsonl.")] = None,
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Our store (SQLAlchemy URL or SQLite path): its ArcticAbstain responses, as `evaluate "
+                     "report --db` reads them.")] = None,
     item_dates: Annotated[Path | None, typer.Option(
         "--item-dates", help="CSV with a date column and item_id and/or doi (publication date of each item's "
                              "paper); overrides paper.publication_date in the items file.")] = None,
     items: Annotated[Path | None, typer.Option(
-        "--items", help="items.jsonl, to match --item-dates by DOI (default: items.jsonl beside --responses).")] = None,
+        "--items", help="items.jsonl of the evaluated release (paper.publication_date, paper.doi). Default: "
+                        "items.jsonl beside --responses; with --db, [evaluate] items of --config.")] = None,
     cutoff: Annotated[list[str] | None, typer.Option(
         "--cutoff", help="MODEL=YYYY-MM-DD knowledge cutoff (repeatable; overrides [[evaluate.models]]).")] = None,
     config: ConfigOption = None,
@@ -172,45 +177,66 @@ def exposure_command(
     figure: FigureOption = True,
     overwrite: OverwriteOption = False,
 ) -> None:
-    """ArcticAbstain metrics split at each model's knowledge cutoff (training exposure)."""
+    """ArcticAbstain metrics split at each model's knowledge cutoff (training exposure), with
+    Know2Guess-style zones."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
-    from arcticqa.errors import InputError
+    from arcticqa.errors import ConfigError, InputError
     from arcticqa.evaluate import exposure
-    from arcticqa.evaluate.arcticabstain.records import load_published_responses
     from arcticqa.evaluate.arcticabstain.report import StatsSettings
     from arcticqa.evaluate.reportio import check_report_folder, write_report_folder
 
     check_report_folder(out, overwrite=overwrite)
+    if (responses is None) == (db is None):
+        raise ConfigError("give exactly one of --responses FILE or --db URL")
+    settings = load_settings(config) if config is not None else None
     cutoffs: dict[str, date] = {}
-    if config is not None:
-        cutoffs = {m.label: m.knowledge_cutoff for m in load_settings(config).evaluate.models
-                   if m.knowledge_cutoff is not None}
+    if settings is not None:
+        cutoffs = {m.label: m.knowledge_cutoff for m in settings.evaluate.models if m.knowledge_cutoff is not None}
     cutoffs |= _cutoffs(cutoff or [])
-    records, _lines = load_published_responses(responses)
-    items_path = items or responses.parent / "items.jsonl"
-    item_dois: dict[str, str | None] = {r.item_id: None for r in records}
-    own: dict[str, date] = {}
-    if items is not None or items_path.exists():
-        dois, own = exposure.papers_of_items(items_path, item_dois)
-        item_dois |= dois
+    records, source = _exposure_records(responses, db)
+    items_path = items
+    if items_path is None and responses is not None and (responses.parent / "items.jsonl").exists():
+        items_path = responses.parent / "items.jsonl"
+    if items_path is None and db is not None and config is not None and settings is not None:
+        # the release the run evaluated: `evaluate run` reads [evaluate] items by default
+        items_path = settings.evaluate.resolved(config).items
     known = {r.model for r in records}
     unknown = sorted(set(cutoffs) - known)
     if unknown:
         raise InputError(f"cutoff for models not in the responses: {', '.join(unknown)} "
-                         f"(models: {', '.join(sorted(known))})", path=str(responses))
-    dated, undated = exposure.dates_of_items(item_dois, exposure.read_item_dates(item_dates) if item_dates else {})
-    # the CSV wins; an item it leaves undated falls back to its own paper.publication_date
-    dated |= {i: own[i] for i in undated if i in own}
-    undated = [i for i in undated if i not in own]
-    exposures = exposure.build_exposure(records, dated, cutoffs,
-                               settings=StatsSettings(resamples=resamples, draws=draws, seed=seed))
-    figures = [lambda folder: exposure.exposure_figure(exposures, folder / "exposure.png", folder / "exposure.svg")] \
+                         f"(models: {', '.join(sorted(known))})", path=source)
+    dates = exposure.resolve_item_dates({r.item_id for r in records}, items=items_path, item_dates=item_dates)
+    exposures = exposure.build_exposure(records, dates.dated, cutoffs,
+                                        settings=StatsSettings(resamples=resamples, draws=draws, seed=seed))
+    figures = [lambda folder: exposure.exposure_figure(exposures, folder / "exposure.png", folder / "exposure.svg",
+                                                       note=dates.provenance())] \
         if figure and any(e.split for e in exposures) else []
-    texts = exposure.exposure_texts(exposures, undated)
+    texts = exposure.exposure_texts(exposures, dates)
     write_report_folder(out, texts, figures, overwrite=overwrite)
     console.print(texts["EXPOSURE.md"], highlight=False)
     console.print(f"report written to {out}")
+
+
+def _exposure_records(responses: Path | None, db: str | None) -> tuple[list[ResponseRecord], str]:
+    """The ArcticAbstain records of a published file or of the store, and the source's name."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.errors import ConfigError, InputError
+    from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
+    from arcticqa.evaluate.arcticabstain.records import load_published_responses
+
+    if responses is not None:
+        return load_published_responses(responses)[0], str(responses)
+    assert db is not None
+    if "://" not in db and not Path(db).is_file():  # a mistyped path must not become a new, empty store
+        raise InputError("store not found", path=db)
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.store.db import make_engine
+
+    records = ARCTICABSTAIN.records_from_store(make_engine(_db_url(db)))
+    if not records:
+        raise ConfigError(f"{_db_url(db)}: the store holds no arcticabstain responses")
+    return records, _db_url(db)
 
 
 @evaluate_app.command("score")

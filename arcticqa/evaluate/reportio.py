@@ -40,7 +40,7 @@ def f6(value: float | None) -> str:
 REPORT_FILES = frozenset({
     "TABLES.md", "summary.json", "checks.json", "condition-shifts.csv", "metrics.csv", "trial-metrics.csv",
     "outcome-counts.csv", "confusion.csv", "thresholds.csv", "parser-sensitivity.csv", "zones.csv",
-    "contamination.csv", "EXPOSURE.md", "exposure.csv", "exposure-tests.csv", "undated-items.csv", "coverage-summary.csv", "coverage-risk.csv", "lambda-sweep.csv", "coverage.json", "pairing.csv",
+    "contamination.csv", "EXPOSURE.md", "exposure.csv", "exposure-tests.csv", "exposure-zones.csv", "undated-items.csv", "coverage-summary.csv", "coverage-risk.csv", "lambda-sweep.csv", "coverage.json", "pairing.csv",
     *(f"{stem}.{ext}" for stem in ("figure-1", "exposure", "coverage-risk", "abstainqa-metrics", "know2guess-zones",
                                    "open-outcomes")
       for ext in ("png", "svg")),
