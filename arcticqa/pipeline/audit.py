@@ -13,6 +13,7 @@ from arcticqa.evidence import SpanRef
 from arcticqa.pipeline.funnel import funnel_counts
 from arcticqa.release.audit import AuditData, AuditItem, AuditOption, AuditPaper, AuditRejection
 from arcticqa.review.release import mark_expert_rejected
+from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
 from arcticqa.store import Store
 from arcticqa.store.tables import ItemRow, RejectionRow, StageRun
 
@@ -92,10 +93,21 @@ def _candidate_items(runs: list[StageRun], rejections: list[RejectionRow], items
     return out
 
 
+_PIPELINE_ORDER = ("discover", "prefilter", "fetch_fulltext", "extract_text", "eligibility", "construct",
+                   *CONSTRUCT_STEPS)
+
+
+def _pipeline_order(r: RejectionRow) -> tuple[int, str, str, str, str, str]:
+    """Pipeline stage, then paper, subject and rule: the store's row ids follow the order in which
+    concurrent papers finished, so sorting by them made two builds of one corpus differ."""
+    rank = _PIPELINE_ORDER.index(r.stage) if r.stage in _PIPELINE_ORDER else len(_PIPELINE_ORDER)
+    return rank, r.stage, r.paper_id, r.subject, r.rule_id, r.message
+
+
 def audit_data(store: Store, *, stage: str | None = None, rule: str | None = None,
                paper: str | None = None) -> AuditData:
     """Everything the audit shows, filtered like ``arcticqa audit`` (stage, rule, paper)."""
-    rejections = store.rejections(stage=stage, rule=rule, paper=paper)
+    rejections = sorted(store.rejections(stage=stage, rule=rule, paper=paper), key=_pipeline_order)
     runs = [r for r in store.runs() if paper is None or r.paper_id == paper]
     items = {r.item_id: r for r in store.items()}
     papers = {p.paper_id: p for p in store.papers()}
