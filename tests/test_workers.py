@@ -245,10 +245,11 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_papers(tmp_pat
     assert _items(store) == expected_items
 
 
-class _AnswerWhenWorkersRegistered:
-    """A responder that holds every completion until ``workers`` build processes have registered
-    in the store (read with plain sqlite3, so the test never migrates the store under the build),
-    or 120 s have passed (then the test's own assertions say what went wrong)."""
+class _AnswerWhenBothConstruct:
+    """A responder that holds every completion until ``workers`` build processes have each claimed
+    a paper's construction in the store (read with plain sqlite3, so the test never migrates the
+    store under the build); until then each answer is slow. A process claims a paper before asking
+    the model about it, so the gate cannot lock."""
 
     def __init__(self, inner: ScriptedModel, db: Path, *, workers: int) -> None:
         self.inner, self.db, self.workers = inner, db, workers
@@ -259,16 +260,19 @@ class _AnswerWhenWorkersRegistered:
             return 0
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
         try:
-            return int(con.execute("SELECT count(DISTINCT pid) FROM worker").fetchone()[0])
+            return int(con.execute("SELECT count(DISTINCT worker_id) FROM stage_run WHERE stage = 'construct'")
+                       .fetchone()[0])
         except sqlite3.OperationalError:  # the build has not created the table yet
             return 0
         finally:
             con.close()
 
     def __call__(self, body: dict[str, Any], headers: Mapping[str, str]) -> Any:
-        deadline = time.monotonic() + 120
-        while not self._open.is_set():
-            if self._registered() >= self.workers or time.monotonic() > deadline:
+        # each answer waits at most 4 s, well inside the client's 10 s timeout (a timed-out request
+        # would be sent again); a slow answer still leaves the helper time to start
+        deadline = time.monotonic() + 4
+        while not self._open.is_set() and time.monotonic() < deadline:
+            if self._registered() >= self.workers:
                 self._open.set()
             else:
                 time.sleep(0.2)
@@ -282,10 +286,10 @@ def test_build_workers_flag_runs_helper_processes_on_the_same_store(tmp_path: Pa
         build_in_process(reference)
         expected_items = _items(Store(load_settings(reference).store.url))
     config = write_config(tmp_path / "workers", base_url="http://127.0.0.1:9/v1", corpus=corpus)
-    # No model answer until the helper process has registered: on a loaded machine its start-up
+    # No model answer until the helper process has claimed construction work: on a loaded machine its start-up
     # (seconds of imports) used to outlast the whole construction, so "the helper did no
     # construction" failed by timing, not by a fault.
-    gated = _AnswerWhenWorkersRegistered(ScriptedModel(), Path(str(make_url(load_settings(config).store.url).database)),
+    gated = _AnswerWhenBothConstruct(ScriptedModel(), Path(str(make_url(load_settings(config).store.url).database)),
                                          workers=2)
     with FakeOpenAIServer(gated, latency=0.2) as srv:
         config = write_config(tmp_path / "workers", base_url=srv.base_url, corpus=corpus)
