@@ -286,7 +286,7 @@ def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.N
     build that finds it running (warm). The shared server gets a PREFECT_HOME of its own, whose
     database is created (and the server stopped) before the cold run, so that, like the
     temporary server here, it starts on an existing database."""
-    from prefect.logging.handlers import APILogHandler
+    from prefect.logging.handlers import APILogWorker
     from prefect.server.api.server import SubprocessASGIServer
 
     from flows.prefect_server import ensure_server, stop_server
@@ -306,9 +306,11 @@ def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.N
         routes.append(("shared server, next build (warm)",
                        run_prefect(work / "shared-warm", corpus, base_url, args, "shared")))
     finally:
-        # the flows' last log lines go to the shared server before it stops, not to a closed port
-        APILogHandler.flush()
-        stop_server()
+        try:
+            # the flows' last log lines go to the shared server before it stops, not to a closed port
+            APILogWorker.drain_all(timeout=5)
+        finally:
+            stop_server()
         if before is None:
             os.environ.pop("PREFECT_HOME", None)
         else:

@@ -276,9 +276,17 @@ def _serve(port: int, idle_shutdown_s: float) -> None:
                                            lifespan="on"))
 
     async def watch_idle() -> None:
+        unlisted = 0
         while not server.should_exit:
             await asyncio.sleep(min(5.0, max(idle_shutdown_s / 4, 0.2)))
-            if _live_users(home):
+            state = _read_state(home)
+            # twice in a row, not once: the state file is written just after this process starts
+            unlisted = unlisted + 1 if state is None or state.pid != os.getpid() else 0
+            if unlisted >= 2:
+                # its PREFECT_HOME was removed (a temporary folder) or names another server: no
+                # build can find this one any more
+                server.should_exit = True
+            elif _live_users(home):
                 last_request[0] = time.monotonic()
             elif time.monotonic() - last_request[0] > idle_shutdown_s:
                 server.should_exit = True

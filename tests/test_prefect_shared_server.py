@@ -6,6 +6,7 @@
    ``arcticqa prefect stop`` ends it, leaving no process behind.
 2. Two processes that ask for the server at the same moment get one server between them; it
    stays up while a build process is registered as its user, and stops by itself once idle.
+3. A server whose state file is gone (its temporary PREFECT_HOME was removed) stops by itself.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -123,3 +125,16 @@ def test_concurrent_builds_share_one_server_which_stops_when_idle(home: Path) ->
         time.sleep(0.2)
     assert not _alive(pid), "the idle server did not stop by itself"
     assert not (home / "arcticqa-server.json").exists()
+
+
+def test_a_server_whose_prefect_home_is_gone_stops(home: Path) -> None:
+    # a long idle time: only the missing state file can stop it within the test
+    server = ensure_server(idle_shutdown_s=3600.0, timeout_s=120, home=home)
+    (home / "arcticqa-server.json").unlink()  # what removing a temporary PREFECT_HOME does
+    deadline = time.monotonic() + 60
+    while _alive(server.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stayed = _alive(server.pid)
+    if stayed:  # no orphan, whatever the outcome
+        os.kill(server.pid, signal.SIGKILL)
+    assert not stayed, "a server no build can find any more kept running"
