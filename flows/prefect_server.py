@@ -22,8 +22,8 @@ live build, or on ``arcticqa prefect stop``. It is the same server Prefect's tem
 (``prefect.server.api.server:create_app`` under uvicorn, ephemeral services, no UI), run by
 ``python -m flows.prefect_server``.
 
-This module imports no Prefect at import time: the build command starts the server before its
-own heavy imports, so the two overlap.
+This module imports no Prefect at import time: a build that finds the server running never
+imports Prefect's server package (the temporary route imports it in the build process as well).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import Any
 
 from arcticqa.errors import BuildFailed
 
-__all__ = ["SharedServer", "prefect_home", "running_server", "start_server", "ensure_server", "stop_server",
+__all__ = ["SharedServer", "prefect_home", "running_server", "ensure_server", "stop_server",
            "using_server"]
 
 _STATE = "arcticqa-server.json"
@@ -60,6 +60,9 @@ _SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PRE
 _ENV_PREFIXES = ("PREFECT_", "LC_")
 _ENV_KEEP = frozenset({"PATH", "HOME", "LANG", "TZ", "TMPDIR", "DO_NOT_TRACK", "VIRTUAL_ENV", "PYTHONPATH",
                        "SSL_CERT_FILE", "SSL_CERT_DIR"})
+
+#: no proxy from the environment for a loopback health check
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,14 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _ours(pid: int) -> bool:
+    """``pid`` is alive and is a shared server (not another process that got its pid since)."""
+    try:
+        return _alive(pid) and b"flows.prefect_server" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def _read_state(home: Path) -> SharedServer | None:
     try:
         raw = json.loads((home / _STATE).read_text())
@@ -125,7 +136,7 @@ def _forget(home: Path, pid: int) -> None:
 
 def _healthy(server: SharedServer, timeout: float = 2.0) -> bool:
     try:
-        with urllib.request.urlopen(f"{server.api_url}/health", timeout=timeout) as response:
+        with _LOOPBACK.open(f"{server.api_url}/health", timeout=timeout) as response:
             return bool(response.status == 200)
     except (OSError, urllib.error.URLError):
         return False
@@ -135,7 +146,7 @@ def running_server(home: Path | None = None) -> SharedServer | None:
     """The shared server of ``home`` (default: ``PREFECT_HOME``) if it is alive and healthy."""
     home = home or prefect_home()
     state = _read_state(home)
-    if state is not None and _alive(state.pid) and _healthy(state):
+    if state is not None and _ours(state.pid) and _healthy(state):
         return state
     return None
 
@@ -165,20 +176,6 @@ def _spawn(home: Path, idle_shutdown_s: float) -> SharedServer:
     return server
 
 
-def start_server(idle_shutdown_s: float, home: Path | None = None) -> SharedServer:
-    """The shared server of ``home``: the running one, or one started now (not waited for).
-
-    Called first thing by ``arcticqa build``, so the server's start-up runs while the build
-    imports its own modules; :func:`ensure_server` later waits for it to answer.
-    """
-    home = home or prefect_home()
-    with _locked(home):
-        state = _read_state(home)
-        if state is not None and _alive(state.pid):
-            return state
-        return _spawn(home, idle_shutdown_s)
-
-
 def ensure_server(idle_shutdown_s: float, timeout_s: float = 90.0, home: Path | None = None) -> SharedServer:
     """The shared server of ``home``, healthy: the running one, or one started now.
 
@@ -190,7 +187,7 @@ def ensure_server(idle_shutdown_s: float, timeout_s: float = 90.0, home: Path | 
     with _locked(home):
         for _attempt in range(2):
             found = _read_state(home)
-            state = found if found is not None and _alive(found.pid) else _spawn(home, idle_shutdown_s)
+            state = found if found is not None and _ours(found.pid) else _spawn(home, idle_shutdown_s)
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline and _alive(state.pid):
                 if _healthy(state):
@@ -226,7 +223,7 @@ def stop_server(home: Path | None = None, timeout_s: float = 20.0) -> SharedServ
         state = _read_state(home)
         if state is None:
             return None
-        if not _alive(state.pid):
+        if not _ours(state.pid):
             _forget(home, state.pid)
             return None
         os.kill(state.pid, signal.SIGTERM)

@@ -7,6 +7,8 @@
 2. Two processes that ask for the server at the same moment get one server between them; it
    stays up while a build process is registered as its user, and stops by itself once idle.
 3. A server whose state file is gone (its temporary PREFECT_HOME was removed) stops by itself.
+4. A state file whose pid now belongs to another process is not taken for a server: nothing is
+   signalled, and the stale file goes.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "sk-test-SECRET-shared-prefect-71d0"
-
-pytestmark = pytest.mark.slow
 
 
 def _alive(pid: int) -> bool:
@@ -70,6 +70,7 @@ def _flow_runs(server: SharedServer) -> list[dict[str, object]]:
     return runs
 
 
+@pytest.mark.slow
 def test_builds_reuse_one_server_until_it_is_stopped(tmp_path: Path, home: Path) -> None:
     corpus = make_corpus(tmp_path / "corpus")
     with FakeOpenAIServer(ScriptedModel()) as endpoint:
@@ -103,6 +104,7 @@ def _ask(home: str, queue: multiprocessing.Queue) -> None:  # type: ignore[type-
     queue.put(ensure_server(idle_shutdown_s=1.0, timeout_s=120, home=Path(home)).pid)
 
 
+@pytest.mark.slow
 def test_concurrent_builds_share_one_server_which_stops_when_idle(home: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
@@ -127,6 +129,7 @@ def test_concurrent_builds_share_one_server_which_stops_when_idle(home: Path) ->
     assert not (home / "arcticqa-server.json").exists()
 
 
+@pytest.mark.slow
 def test_a_server_whose_prefect_home_is_gone_stops(home: Path) -> None:
     # a long idle time: only the missing state file can stop it within the test
     server = ensure_server(idle_shutdown_s=3600.0, timeout_s=120, home=home)
@@ -138,3 +141,10 @@ def test_a_server_whose_prefect_home_is_gone_stops(home: Path) -> None:
     if stayed:  # no orphan, whatever the outcome
         os.kill(server.pid, signal.SIGKILL)
     assert not stayed, "a server no build can find any more kept running"
+
+
+def test_a_pid_reused_by_another_process_is_not_a_server(home: Path) -> None:
+    (home / "arcticqa-server.json").write_text(json.dumps({"pid": os.getpid(), "port": 9}))
+    assert running_server(home) is None
+    assert stop_server(home) is None  # this test process was not signalled: it is still running
+    assert not (home / "arcticqa-server.json").exists()

@@ -27,7 +27,8 @@ class Orchestrator(StrEnum):
 OrchestratorOption = Annotated[
     Orchestrator,
     typer.Option("--orchestrator", help="prefect: run the build-arcticqa flow (on $PREFECT_API_URL, or a "
-                 "server the first build starts and later ones reuse: `arcticqa prefect stop` ends it); local: the same stages without Prefect (fastest start-up)."),
+                 "server the first build starts and later ones reuse: `arcticqa prefect stop` ends it); "
+                 "local: the same stages without Prefect (fastest start-up)."),
 ]
 RetryRejected = Annotated[
     list[str] | None,
@@ -58,6 +59,9 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
          source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1) -> None:
     # imported here, not at the top: every CLI command starts faster without the build's imports
     from arcticqa.config import load_settings
+    from arcticqa.pipeline.build import LOCAL
+    from arcticqa.pipeline.build import Orchestrator as BuildOrchestrator
+    from arcticqa.pipeline.build import build as pipeline_build
 
     # the options travel as settings, never through the environment
     overrides: dict[str, Any] = {}
@@ -66,18 +70,6 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     if keywords is not None:
         overrides["keywords_file"] = keywords
     settings = load_settings(config, **({"build": overrides} if overrides else {}))
-    if (orchestrator is Orchestrator.prefect and settings.prefect.server == "shared"
-            and not os.environ.get("PREFECT_API_URL")):
-        # first, before the build's imports: the shared server's start-up (seconds, the first
-        # build of a session) then runs beside them; the flow waits for it when it starts
-        from flows.prefect_server import start_server
-
-        start_server(settings.prefect.idle_shutdown_s)
-    # imported after the server start on purpose (see above)
-    from arcticqa.pipeline.build import LOCAL
-    from arcticqa.pipeline.build import Orchestrator as BuildOrchestrator
-    from arcticqa.pipeline.build import build as pipeline_build
-
     route: BuildOrchestrator = LOCAL
     if orchestrator is Orchestrator.prefect:
         # imported only on this route: importing Prefect costs seconds the local route never pays
