@@ -277,7 +277,8 @@ class BuildSettings(_Section):
 
 
 class PrefectSettings(_Section):
-    """The Prefect route's API server when ``PREFECT_API_URL`` is unset (README, "Prefect server")."""
+    """The Prefect route's API server when ``PREFECT_API_URL`` is unset (README, "Running on a
+    Prefect server")."""
 
     #: "shared": the first build starts a server that later builds with the same ``PREFECT_HOME``
     #: reuse (``arcticqa prefect stop`` ends it); "temporary": Prefect's own, started and stopped

@@ -293,7 +293,9 @@ def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.N
 
     routes = [("temporary server (old)", run_prefect(work / "temporary", corpus, base_url, args, "temporary"))]
     # Prefect keeps its temporary server until this process exits; stopped here so that its
-    # clean-up does not run beside the shared server's builds
+    # clean-up does not run beside the shared server's builds. Its log worker goes first: it
+    # would send the next runs' log lines to the stopped server ("Error logging to API")
+    APILogWorker.drain_all(timeout=5)
     SubprocessASGIServer().stop()
     home = work / "shared-home"
     before = os.environ.get("PREFECT_HOME")

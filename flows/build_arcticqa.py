@@ -198,7 +198,8 @@ def flow_for(settings: Settings) -> Flow[..., Any]:
 
 class PrefectOrchestrator:
     """``--orchestrator prefect``: the ``build-arcticqa`` flow (on ``PREFECT_API_URL``, else on the
-    server builds share, ``flows.prefect_server``, or Prefect's temporary one), with the task runner ``build.task_runner`` selects, the settings as its parameter."""
+    server builds share, ``flows.prefect_server``, or Prefect's temporary one), with the task
+    runner ``build.task_runner`` selects, the settings as its parameter."""
 
     name = "prefect"
     runs_workers = False  # scale out with build.task_runner = "dask" or a work pool instead
@@ -214,7 +215,8 @@ class PrefectOrchestrator:
 @contextmanager
 def _api_server(settings: Settings) -> Iterator[None]:
     """The API the flow reports to: ``PREFECT_API_URL`` if set; else the shared server of
-    ``flows.prefect_server`` (``build.prefect_server = "shared"``), or Prefect's temporary one."""
+    ``flows.prefect_server`` (``[prefect] server = "shared"``), or Prefect's temporary one; the
+    build counts as the shared server's user while it runs, so the server does not idle out."""
     if get_current_settings().api.url or settings.prefect.server != "shared":
         yield
         return
