@@ -33,6 +33,7 @@ __all__ = [
     "StoreSettings",
     "BuildSettings",
     "DiscoverySettings",
+    "PrefectSettings",
     "PolicyFiles",
     "EvalModel",
     "EvaluateSettings",
@@ -276,6 +277,18 @@ class BuildSettings(_Section):
     batch_roles: list[str] = Field(default_factory=lambda: list(ROLES))
 
 
+class PrefectSettings(_Section):
+    """The Prefect route's API server when ``PREFECT_API_URL`` is unset (README, "Running on a
+    Prefect server")."""
+
+    #: "shared": the first build starts a server that later builds with the same ``PREFECT_HOME``
+    #: reuse (``arcticqa prefect stop`` ends it); "temporary": Prefect's own, started and stopped
+    #: by every build
+    server: Literal["shared", "temporary"] = "shared"
+    #: the shared server stops after this long without a request and without a live build
+    idle_shutdown_s: float = Field(900.0, gt=0)
+
+
 class DiscoverySettings(_Section):
     """The live Semantic Scholar source (``source = "s2"``)."""
 
@@ -393,6 +406,8 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     build: BuildSettings = Field(default_factory=BuildSettings)
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
+    #: where the Prefect flow reports; changes no output (not in the fingerprint)
+    prefect: PrefectSettings = Field(default_factory=PrefectSettings)
     policies: PolicyFiles = Field(default_factory=PolicyFiles)
     fetch: FetchPolicy = Field(default_factory=FetchPolicy)
     #: document limits (max_pages, time_limit_s, max_span_chars, ...) and the pool size; docs/fulltext.md
@@ -462,8 +477,9 @@ class Settings(BaseSettings):
 
     def fingerprint(self) -> str:
         """A hash of the settings that change outputs (recorded in manifests)."""
-        # [evaluate] configures the evaluator, which reads releases: it changes no build output
-        payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate"})
+        # [evaluate] configures the evaluator, which reads releases, and [prefect] where the flow
+        # reports: neither changes a build output
+        payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate", "prefect"})
         # only the extraction keys that differ from the defaults, as when [extraction] was a plain
         # table of the keys set: hashes of earlier releases stay valid
         payload["extraction"] = self.extraction.model_dump(mode="json", exclude_defaults=True)

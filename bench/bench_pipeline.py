@@ -8,8 +8,10 @@ whole build (discovery → prefilter → fetch → extract → eligibility → c
    CPU time over each stage divided by the papers it attempted (the server's CPU is in another
    process, so what is left is ours: stage code, store, openai + instructor client). Text
    extraction (PDF parsing) is shown but excluded from the target. With ``--prefect`` the same
-   build also runs as the ``build-arcticqa`` Prefect flow (ephemeral server) and the difference
-   is Prefect's share. Target: <= 50 ms per paper per stage.
+   build also runs as the ``build-arcticqa`` Prefect flow, and the difference is Prefect's
+   share: on ``PREFECT_API_URL`` if set, else three times side by side (Prefect's temporary
+   server; the shared server's first build, which starts it; a second build that reuses it).
+   Target: <= 50 ms per paper per stage.
 2. **saturation** (server latency ``--latency`` s, at most ``--endpoint-concurrency`` requests
    in progress at the server): achieved calls/s during the model-calling stages against the
    ideal ``concurrency / latency``. Target: >= 80%.
@@ -233,8 +235,10 @@ def run_workers(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
     return time.perf_counter() - started, [timings for timings, _ in results]
 
 
-def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The same build as the ``build-arcticqa`` flow; task bodies timed from inside."""
+def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespace, server: str = "temporary"
+                ) -> dict[str, Any]:
+    """The same build as the ``build-arcticqa`` flow; task bodies timed from inside. ``server``:
+    the ``[prefect] server`` setting (Prefect's temporary server, or the shared one)."""
     import psutil
 
     import flows.build_arcticqa as flow_module
@@ -254,19 +258,66 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
         finally:
             bodies.append((t0, time.perf_counter() - t0, time.process_time() - c0))
 
+    def server_cpu() -> dict[int, float]:
+        # the temporary server and the shared one are both this process's children
+        return {p.pid: sum(p.cpu_times()[:2]) for p in psutil.Process().children(recursive=True)
+                if "prefect" in " ".join(_cmdline(p))}
+
     flow_module.run_stage_batch = timed  # type: ignore[assignment]
-    me = psutil.Process()
+    settings = load_settings(config, prefect={"server": server})
     try:
+        before = server_cpu()
         started, cpu0 = time.perf_counter(), time.process_time()
-        build(load_settings(config), orchestrator=flow_module.PREFECT)
+        build(settings, orchestrator=flow_module.PREFECT)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
-        server_cpu = sum(sum(p.cpu_times()[:2]) for p in me.children(recursive=True)
-                         if "prefect" in " ".join(_cmdline(p)))
+        after = server_cpu()
     finally:
         flow_module.run_stage_batch = original  # type: ignore[assignment]
     first = min(b[0] for b in bodies) - started
     return {"wall_s": wall, "cpu_s": cpu, "tasks": len(bodies) + 1, "bodies_wall_s": sum(b[1] for b in bodies),
-            "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first, "server_cpu_s": server_cpu}
+            "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first,
+            "server_cpu_s": sum(c - before.get(pid, 0.0) for pid, c in after.items())}
+
+
+def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
+                       ) -> list[tuple[str, dict[str, Any]]]:
+    """The flow three times, side by side: Prefect's temporary server (the route before issue 23
+    section 2), then the shared server's first build (it starts the server: cold) and a second
+    build that finds it running (warm). The shared server gets a PREFECT_HOME of its own, whose
+    database is created (and the server stopped) before the cold run, so that, like the
+    temporary server here, it starts on an existing database."""
+    from prefect.logging.handlers import APILogWorker
+    from prefect.server.api.server import SubprocessASGIServer
+
+    from flows.prefect_server import ensure_server, stop_server
+
+    routes = [("temporary server (old)", run_prefect(work / "temporary", corpus, base_url, args, "temporary"))]
+    # Prefect keeps its temporary server until this process exits; stopped here so that its
+    # clean-up does not run beside the shared server's builds. Its log worker goes first: it
+    # would send the next runs' log lines to the stopped server ("Error logging to API")
+    APILogWorker.drain_all(timeout=5)
+    SubprocessASGIServer().stop()
+    home = work / "shared-home"
+    before = os.environ.get("PREFECT_HOME")
+    os.environ["PREFECT_HOME"] = str(home)
+    try:
+        ensure_server(60.0, timeout_s=float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+        stop_server()
+        routes.append(("shared server, first build (cold)",
+                       run_prefect(work / "shared-cold", corpus, base_url, args, "shared")))
+        routes.append(("shared server, next build (warm)",
+                       run_prefect(work / "shared-warm", corpus, base_url, args, "shared")))
+    finally:
+        try:
+            # the flows' last log lines go to the shared server before it stops, not to a closed port
+            APILogWorker.drain_all(timeout=5)
+        finally:
+            stop_server()
+        if before is None:
+            os.environ.pop("PREFECT_HOME", None)
+        else:
+            os.environ["PREFECT_HOME"] = before
+    return routes
 
 
 def _document_digest(document: Any) -> str:
@@ -363,15 +414,17 @@ def _report_overhead(n: int, wall: float, timings: dict[str, StageTiming], extra
         _report_prefect(n, timings, prefect)
 
 
-def _report_prefect(n: int, timings: dict[str, StageTiming], prefect: dict[str, Any]) -> None:
+def _report_prefect(n: int, timings: dict[str, StageTiming], prefect: dict[str, Any],
+                    route: str | None = None) -> None:
     """What Prefect adds around the same build's task bodies (server start-up, task runs)."""
     overhead = prefect["wall_s"] - prefect["bodies_wall_s"] - timings["discover"].wall_s
-    print(f"prefect flow: wall {prefect['wall_s']:.2f} s, {prefect['tasks']} tasks, task bodies "
+    api = os.environ.get("PREFECT_API_URL")
+    print(f"prefect flow, {f'PREFECT_API_URL {api}' if api else route or 'temporary server'}: wall "
+          f"{prefect['wall_s']:.2f} s, {prefect['tasks']} tasks, task bodies "
           f"{prefect['bodies_wall_s']:.2f} s wall; server start until first task {prefect['startup_s']:.2f} s")
     share = overhead / prefect["wall_s"]
     print(f"  Prefect's share of the flow's wall time: {overhead:.2f} s = {share:.0%} (target <= "
-          f"{TARGET_PREFECT_SHARE:.0%}: {_met(share <= TARGET_PREFECT_SHARE)}; PREFECT_API_URL "
-          f"{os.environ.get('PREFECT_API_URL') or 'unset: temporary server'}) "
+          f"{TARGET_PREFECT_SHARE:.0%}: {_met(share <= TARGET_PREFECT_SHARE)}) "
           f"({1000 * (overhead - prefect['startup_s']) / prefect['tasks']:.0f} ms per task after startup); "
           f"in-process CPU outside task bodies {prefect['cpu_s'] - prefect['bodies_cpu_s']:.2f} s, "
           f"Prefect server process CPU {prefect['server_cpu_s']:.2f} s")
@@ -438,9 +491,11 @@ def main(argv: list[str] | None = None) -> None:
             with _server(0.0, None) as (base_url, _):
                 wall, timings, extra = run_local(tmp / "overhead", corpus, base_url, args)
                 _report_overhead(args.papers, wall, timings, extra, None)
-                if args.prefect:
-                    prefect = run_prefect(tmp / "prefect", corpus, base_url, args)
-                    _report_prefect(args.papers, timings, prefect)
+                if args.prefect and os.environ.get("PREFECT_API_URL"):
+                    _report_prefect(args.papers, timings, run_prefect(tmp / "prefect", corpus, base_url, args))
+                elif args.prefect:
+                    for route, prefect in run_prefect_routes(tmp / "prefect", corpus, base_url, args):
+                        _report_prefect(args.papers, timings, prefect, route)
             if args.compare_extraction:
                 stage = timings.get("extract_text")
                 _report_extraction(compare_extraction(sorted((tmp / "corpus").rglob("*.pdf"))),

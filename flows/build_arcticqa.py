@@ -18,8 +18,9 @@ a task; :data:`PREFECT` is the orchestrator object the interfaces hand to
 never imports it). The settings travel as the flow's ``settings`` parameter (``Settings`` as
 JSON), CLI overrides included; a deployment run may name a ``config`` file instead.
 
-Run without a server: ``python -m flows.build_arcticqa [--config FILE] [--resume]
-[--task-runner dask]`` (Prefect's ephemeral mode), or ``arcticqa build``. Serve:
+Run without a server of your own: ``python -m flows.build_arcticqa [--config FILE] [--resume]
+[--task-runner dask]`` or ``arcticqa build`` (the shared server of ``flows.prefect_server``,
+started by the first build; ``[prefect] server = "temporary"``: Prefect's ephemeral mode). Serve:
 ``flows/serve.py``; work pool deployment: ``flows/deploy.py`` and ``docs/scale-out.md``.
 """
 
@@ -36,6 +37,12 @@ from typing import Any, cast
 from prefect import Flow, flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
+from prefect.settings import (
+    PREFECT_API_URL,
+    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+    get_current_settings,
+    temporary_settings,
+)
 from prefect.states import Failed
 
 from arcticqa.config import Settings, load_settings
@@ -51,6 +58,7 @@ from arcticqa.pipeline.runner import (
     shared_context,
 )
 from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers
+from flows.prefect_server import ensure_server, using_server
 
 __all__ = ["build_arcticqa", "settings_overrides", "flow_for", "dask_task_runner", "PrefectOrchestrator",
            "PREFECT"]
@@ -189,17 +197,34 @@ def flow_for(settings: Settings) -> Flow[..., Any]:
 
 
 class PrefectOrchestrator:
-    """``--orchestrator prefect``: the ``build-arcticqa`` flow (ephemeral API, no server needed),
-    with the task runner ``build.task_runner`` selects, the settings as its parameter."""
+    """``--orchestrator prefect``: the ``build-arcticqa`` flow (on ``PREFECT_API_URL``, else on the
+    server builds share, ``flows.prefect_server``, or Prefect's temporary one), with the task
+    runner ``build.task_runner`` selects, the settings as its parameter."""
 
     name = "prefect"
     runs_workers = False  # scale out with build.task_runner = "dask" or a work pool instead
 
     def run(self, settings: Settings, options: BuildOptions) -> BuildSummary:
-        # Flow.__call__ is typed for sync flows; this one is async, so it returns a coroutine
-        run: Any = flow_for(settings)(settings=settings.model_dump(mode="json"), resume=options.resume,
-                                      retry_rejected=list(options.retry_rejected))
-        return BuildSummary.model_validate(asyncio.run(run))
+        with _api_server(settings):
+            # Flow.__call__ is typed for sync flows; this one is async, so it returns a coroutine
+            run: Any = flow_for(settings)(settings=settings.model_dump(mode="json"), resume=options.resume,
+                                          retry_rejected=list(options.retry_rejected))
+            return BuildSummary.model_validate(asyncio.run(run))
+
+
+@contextmanager
+def _api_server(settings: Settings) -> Iterator[None]:
+    """The API the flow reports to: ``PREFECT_API_URL`` if set; else the shared server of
+    ``flows.prefect_server`` (``[prefect] server = "shared"``), or Prefect's temporary one; the
+    build counts as the shared server's user while it runs, so the server does not idle out."""
+    if get_current_settings().api.url or settings.prefect.server != "shared":
+        yield
+        return
+    with using_server():
+        server = ensure_server(settings.prefect.idle_shutdown_s,
+                               timeout_s=float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            yield
 
 
 #: the Prefect orchestrator, for :func:`arcticqa.pipeline.build.build`

@@ -11,6 +11,9 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 # Prefect logs "Stopping temporary server" at exit, after pytest has closed its capture streams
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# each test's PREFECT_HOME is a temporary folder: a shared server (the default, which outlives
+# the build) would outlive the test too; tests/test_prefect_shared_server.py tests that one
+os.environ.setdefault("ARCTICQA_PREFECT__SERVER", "temporary")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"

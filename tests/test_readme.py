@@ -92,10 +92,14 @@ def test_the_readme_runnable_blocks_run_as_written(tmp_path: Path) -> None:
            "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
            "PREFECT_HOME": str(tmp_path / ".prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "DO_NOT_TRACK": "1", "COLUMNS": "160"}
-    for block in _runnable_blocks(README.read_text(encoding="utf-8")):
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=540)
-        assert done.returncode == 0, f"{block}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
-        assert "no store at" not in done.stdout + done.stderr
+    try:
+        for block in _runnable_blocks(README.read_text(encoding="utf-8")):
+            done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=540)
+            assert done.returncode == 0, f"{block}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+            assert "no store at" not in done.stdout + done.stderr
+    finally:
+        # `make demo` leaves the Prefect server builds share running (README): not past the test
+        subprocess.run(["arcticqa", "prefect", "stop"], cwd=tmp_path, env=env, capture_output=True, timeout=60)
     assert not (tmp_path / "arcticqa.db").exists()  # nothing read the default store into being
     assert (tmp_path / "funnel.svg").read_text(encoding="utf-8").lstrip().startswith("<?xml")

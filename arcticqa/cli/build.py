@@ -26,8 +26,9 @@ class Orchestrator(StrEnum):
 
 OrchestratorOption = Annotated[
     Orchestrator,
-    typer.Option("--orchestrator", help="prefect: run the build-arcticqa flow (ephemeral API, no server "
-                 "needed); local: the same stages without Prefect (fastest start-up)."),
+    typer.Option("--orchestrator", help="prefect: run the build-arcticqa flow (on $PREFECT_API_URL, or a "
+                 "server the first build starts and later ones reuse: `arcticqa prefect stop` ends it); "
+                 "local: the same stages without Prefect (fastest start-up)."),
 ]
 RetryRejected = Annotated[
     list[str] | None,
