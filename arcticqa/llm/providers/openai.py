@@ -95,7 +95,7 @@ def _check_each_class_once(check: Callable[[Any], None]) -> Callable[[Any], None
 
 # The two names instructor calls it by: the module attribute (``client.py`` and ``retry.py``
 # import it at call time) and the copy ``patch.py`` imported at its own import.
-# tests/test_llm_gateway.py checks both are this wrapper, so an instructor upgrade that moves the
+# tests/test_providers.py checks both are this wrapper, so an instructor upgrade that moves the
 # function fails there instead of silently losing the saving.
 _reject_async_validators = _check_each_class_once(_instructor_async_validators.reject_async_validators)
 for _module in (_instructor_async_validators, _instructor_patch):
