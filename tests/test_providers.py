@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from instructor.v2.validation.async_validators import async_field_validator
 from pydantic import BaseModel
 
 from arcticqa.config import ModelConfig, Settings
@@ -20,7 +21,7 @@ from arcticqa.llm.gateway import Gateway, MemoryRecorder
 from arcticqa.llm.providers.openai import make_async_client
 from arcticqa.llm.providers.openai_errors import map_openai_errors
 from arcticqa.standins.offline.roles import OFFLINE_ROLES
-from arcticqa.standins.replies import Fault, Hang, Response
+from arcticqa.standins.replies import Fault, Hang, Response, json_reply
 from arcticqa.standins.server import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,6 +91,48 @@ def test_the_gateway_raises_the_named_error_after_instructor_and_the_retries(
     # only "no answer" is asked again; a refused key or request is not worth a second try
     assert sent == (2 if error is LLMTransportError else 1)
     assert len(recorder.records) == sent and all(r.error and r.parsed is None for r in recorder.records)
+
+
+class AsyncChecked(BaseModel):
+    """A response model carrying instructor's async validator, which instructor refuses to run."""
+
+    word: str
+
+    @async_field_validator("word")
+    async def _word(self, value: str) -> str:
+        return value
+
+
+def test_instructor_still_refuses_an_async_validator_model_on_every_call_once_passes_are_remembered() -> None:
+    """The per-class memory of instructor's async-validator check (arcticqa.llm.providers.openai)
+    keeps passes only: a refused class is refused again, a plain class keeps working, and no
+    request leaves for a refused one."""
+    import instructor.v2.core.patch as patch
+    import instructor.v2.validation.async_validators as validators
+
+    from arcticqa.llm.providers import openai as provider
+
+    # the names instructor calls are the memo: an instructor upgrade that moves them fails here
+    assert validators.reject_async_validators is provider._reject_async_validators
+    assert patch.reject_async_validators is provider._reject_async_validators
+
+    async def go(base_url: str) -> list[str]:
+        outcomes = []
+        settings = Settings(models={"m": _cfg(base_url)}, roles={"verifier": "m"})
+        async with Gateway(settings, MemoryRecorder()) as gw:
+            for i, model in enumerate([AsyncChecked, Word, AsyncChecked, Word, AsyncChecked]):
+                try:
+                    reply = await gw.ask("verifier", "_selftest/v1", {"word": f"ice{i}"}, model)
+                    outcomes.append(f"ok {reply.output.word}")
+                except Exception as exc:  # noqa: BLE001 - the refusal is what is asserted
+                    outcomes.append(f"refused {'async validators are not supported' in str(exc)}")
+        return outcomes
+
+    with FakeOpenAIServer(lambda body, headers: json_reply({"word": "ice"})) as srv:
+        outcomes = asyncio.run(go(srv.base_url))
+        sent = len(srv.requests)
+    assert outcomes == ["refused True", "ok ice", "refused True", "ok ice", "refused True"]
+    assert sent == 2  # the refused calls never reached the endpoint
 
 
 def test_an_offline_role_needs_the_roles_handed_to_the_gateway() -> None:

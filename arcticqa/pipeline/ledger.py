@@ -5,10 +5,17 @@
 (``arcticqa.store.ledger``); neither imports the other. :class:`StoreLedger` joins them for a
 build: call records pass through unchanged (the store reads the fields it keeps), batch jobs are
 translated between the two shapes, and every record is stamped with the build's run id.
+
+Inside :meth:`StoreLedger.held` (the stage runner opens one around each construction step) the
+call records of the task wait for the step's own write, which stores them in the step's
+transaction: one commit a step instead of one per model call plus one for the step.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 from arcticqa.llm.batch import BatchJob, LineResult
@@ -16,6 +23,10 @@ from arcticqa.llm.gateway import CallRecord
 from arcticqa.store import Store
 
 __all__ = ["StoreLedger"]
+
+#: the call records of the current step, not written yet (None outside a step)
+_held: contextvars.ContextVar[list[CallRecord] | None] = contextvars.ContextVar("arcticqa_held_calls",
+                                                                                default=None)
 
 
 class StoreLedger:
@@ -27,10 +38,36 @@ class StoreLedger:
 
     # -- CallRecorder ---------------------------------------------------------------------------
     def cached_output(self, request_hash: str) -> dict[str, Any] | None:
+        for r in reversed(_held.get() or ()):  # answered in this step, not written yet
+            if r.request_hash == request_hash and r.parsed is not None and r.error is None and not r.cache_hit:
+                return r.parsed
         return self.store.cached_output(request_hash)
 
     def record_calls(self, records: list[CallRecord]) -> None:
+        held = _held.get()
+        if held is not None:
+            held.extend(records)
+            return
         self.store.record_calls(records, run_id=self.run_id)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[list[CallRecord]]:
+        """Hold the call records of this task (and the tasks it starts) in the yielded list.
+
+        The step's write takes them (``Store.record_run``/``finish_run`` with ``calls=``) and
+        empties the list; whatever is still in it on the way out (the step's write failed) is
+        written on its own, so a call record is never dropped. A process killed mid-step loses
+        that step's records with the step itself: resume runs the step again and asks again,
+        as it would for a kill between the answer and its write.
+        """
+        pending: list[CallRecord] = []
+        token = _held.set(pending)
+        try:
+            yield pending
+        finally:
+            _held.reset(token)
+            if pending:
+                self.record_calls(pending)
 
     # -- BatchLedger ----------------------------------------------------------------------------
     def batch_answer(self, body_sha256: str) -> dict[str, Any] | None:

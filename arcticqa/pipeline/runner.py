@@ -14,6 +14,7 @@ dead worker is taken over. See ``docs/scale-out.md``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections import Counter
@@ -30,7 +31,7 @@ from sqlmodel import SQLModel
 from arcticqa.config import Settings
 from arcticqa.errors import BudgetExceeded, ClaimedElsewhere
 from arcticqa.evidence import Document
-from arcticqa.llm.gateway import Gateway, paper_scope
+from arcticqa.llm.gateway import CallRecord, Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.pipeline.ledger import StoreLedger
 from arcticqa.rules import Rejection
@@ -79,6 +80,9 @@ class BuildContext:
     retry_rejected: frozenset[str] = frozenset()
     stopped: str | None = None  # set when the budget cap is reached: no new work is started
     worker_id: str | None = None  # this process's row in ``worker``; stamped on every claimed attempt
+    #: the gateway's recorder on the store; construction steps hold their call records for their
+    #: own write (:meth:`StoreLedger.held`)
+    ledger: StoreLedger | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -191,7 +195,8 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
         async with Gateway(settings, ledger, ledger=ledger, run_id=run_id, offline_roles=OFFLINE_ROLES) as gateway, \
                 httpx.AsyncClient() as http:
             yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
-                               retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id)
+                               retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id,
+                               ledger=ledger)
     finally:
         heartbeat.stop()
         if own_store:
@@ -295,7 +300,8 @@ class StoreStepRunner:
                 and run.output is not None
 
         if self.first_attempt:
-            return await self._run_first(stage, subject, h, fn)
+            with self._held_calls() as calls:
+                return await self._run_first(stage, subject, h, fn, calls)
         latest = store.latest_run(self.paper_id, stage, subject)
         if finished(latest):
             assert latest is not None
@@ -307,24 +313,37 @@ class StoreStepRunner:
         if claim.status != "claimed" or claim.run is None:
             raise ClaimedElsewhere(f"{stage} {subject} of paper {self.paper_id} is running in another worker")
         run = claim.run
-        try:
-            result = await fn()
-        except BaseException as exc:
-            store.finish_run(run, status="failed", error=exc)
-            raise
-        store.finish_run(run, **self._outcome(stage, result))
+        with self._held_calls() as calls:
+            try:
+                result = await fn()
+            except BaseException as exc:
+                store.finish_run(run, status="failed", error=exc, calls=calls)
+                calls.clear()
+                raise
+            store.finish_run(run, **self._outcome(stage, result), calls=calls)
+            calls.clear()
         return result
 
-    async def _run_first(self, stage: str, subject: str, h: str, fn: Callable[[], Awaitable[R]]) -> R:
+    def _held_calls(self) -> contextlib.AbstractContextManager[list[CallRecord]]:
+        """The step's model-call records, kept for the step's own write (one commit a step)."""
+        ledger = self.ctx.ledger
+        return ledger.held() if ledger is not None else contextlib.nullcontext([])
+
+    async def _run_first(self, stage: str, subject: str, h: str, fn: Callable[[], Awaitable[R]],
+                         calls: list[CallRecord]) -> R:
         """A step of a first attempt: no other worker can hold it, so it is written once, finished."""
         common: dict[str, Any] = dict(input_hash=h, run_id=self.ctx.run_id, worker_id=self.ctx.worker_id,
                                       started_at=utcnow())
         try:
             result = await fn()
         except BaseException as exc:
-            self.ctx.store.record_run(self.paper_id, stage, subject, status="failed", error=exc, **common)
+            self.ctx.store.record_run(self.paper_id, stage, subject, status="failed", error=exc, calls=calls,
+                                      **common)
+            calls.clear()
             raise
-        self.ctx.store.record_run(self.paper_id, stage, subject, **self._outcome(stage, result), **common)
+        self.ctx.store.record_run(self.paper_id, stage, subject, **self._outcome(stage, result), calls=calls,
+                                  **common)
+        calls.clear()
         return result
 
     def _outcome(self, stage: str, result: StepResult) -> dict[str, Any]:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import bindparam, insert, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from arcticqa.store.db import read_session, write_connection
 from arcticqa.store.tables import LLMBatch, LLMBatchRequest, LLMCall, utcnow
 
-__all__ = ["ModelLedger", "ModelCallFields", "BatchLineFields", "OpenBatch", "CALL_FIELDS"]
+__all__ = ["ModelLedger", "ModelCallFields", "BatchLineFields", "OpenBatch", "CALL_FIELDS", "insert_calls"]
 
 _CALL = LLMCall.__table__  # type: ignore[attr-defined]
 _BATCH = LLMBatch.__table__  # type: ignore[attr-defined]
@@ -88,6 +88,14 @@ class BatchLineFields(Protocol):
     def error(self) -> str | None: ...
 
 
+def insert_calls(conn: Connection, records: Sequence[ModelCallFields], run_id: str | None) -> None:
+    """``llm_call`` rows for ``records``, in the caller's transaction (one statement for all)."""
+    if records:
+        created = utcnow()
+        conn.execute(_INSERT_CALL, [{**{k: getattr(r, k) for k in CALL_FIELDS}, "run_id": run_id, "created_at": created}
+                                    for r in records])
+
+
 @dataclass(frozen=True)
 class OpenBatch:
     """A submitted job whose results are not stored yet; ``lines`` maps custom_id → request body hash."""
@@ -110,11 +118,8 @@ class ModelLedger:
     def record_calls(self, records: Sequence[ModelCallFields], *, run_id: str | None = None) -> None:
         if not records:
             return
-        created = utcnow()
         with write_connection(self.engine) as conn:
-            conn.execute(_INSERT_CALL, [
-                {**{k: getattr(r, k) for k in CALL_FIELDS}, "run_id": run_id, "created_at": created}
-                for r in records])
+            insert_calls(conn, records, run_id)
 
     def llm_calls(self) -> list[LLMCall]:
         with read_session(self.engine) as s:

@@ -15,11 +15,14 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import instructor
+import instructor.v2.core.patch as _instructor_patch
+import instructor.v2.validation.async_validators as _instructor_async_validators
 import openai
 from instructor.v2.core.errors import AsyncValidationError, ResponseParsingError
 from openai import AsyncOpenAI
@@ -66,6 +69,37 @@ def make_async_client(cfg: ModelConfig, *, http_client: Any = None) -> AsyncOpen
         max_retries=0,
         http_client=http_client,
     )
+
+
+def _check_each_class_once(check: Callable[[Any], None]) -> Callable[[Any], None]:
+    """instructor's ``reject_async_validators`` with its passes remembered per class.
+
+    instructor 1.17 walks the response model's whole MRO and every field annotation, three times
+    per request (``create``, the patched ``create`` and the retry loop), to refuse models that
+    carry instructor's async validators: measured at ~170 us a walk for the reconstructor's
+    model, ~0.5 ms of our CPU per model call, for an answer that depends on the class alone. A
+    class that passed once passes again; a class that fails is walked (and refused) every time.
+    """
+    passed: weakref.WeakSet[type] = weakref.WeakSet()
+
+    def reject_async_validators(response_model: Any) -> None:
+        if isinstance(response_model, type) and response_model in passed:
+            return
+        check(response_model)
+        if isinstance(response_model, type):
+            passed.add(response_model)
+
+    reject_async_validators.__wrapped__ = check  # type: ignore[attr-defined]
+    return reject_async_validators
+
+
+# The two names instructor calls it by: the module attribute (``client.py`` and ``retry.py``
+# import it at call time) and the copy ``patch.py`` imported at its own import.
+# tests/test_providers.py checks both are this wrapper, so an instructor upgrade that moves the
+# function fails there instead of silently losing the saving.
+_reject_async_validators = _check_each_class_once(_instructor_async_validators.reject_async_validators)
+for _module in (_instructor_async_validators, _instructor_patch):
+    setattr(_module, "reject_async_validators", _reject_async_validators)  # noqa: B010 - see above
 
 
 # -- transport retries -----------------------------------------------------------------------
