@@ -8,14 +8,13 @@ also gives a confidence 1–5 and the condition is ``<variant>+confidence``.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from arcticqa.errors import InputError
 from arcticqa.evaluate.abstainqa.items import IDK_TEXT, AbstainQAItem
-from arcticqa.evaluate.promptfile import read_prompt_file
+from arcticqa.evaluate.promptfile import chat_messages, prompt_digest, read_prompt_file
 
 __all__ = ["VARIANTS", "PROMPT_DIR", "CONFIDENCE_SUFFIX", "AbstainQAPrompt", "AbstainQACall",
            "load_abstainqa_prompt", "variant_label", "build_abstainqa_call", "plan_calls"]
@@ -69,10 +68,6 @@ def _sha_bytes(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def _sha(text: str) -> str:
-    return _sha_bytes(text.encode("utf-8"))
-
-
 def variant_label(variant: str, verbal_confidence: bool) -> str:
     return f"{variant}{CONFIDENCE_SUFFIX}" if verbal_confidence else variant
 
@@ -94,11 +89,11 @@ class AbstainQACall:
 
     @property
     def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system_text}, {"role": "user", "content": self.user_text}]
+        return chat_messages(self.system_text, self.user_text)
 
     @property
     def prompt_sha256(self) -> str:
-        return _sha(json.dumps([self.system_text, self.user_text], ensure_ascii=False))
+        return prompt_digest(self.system_text, self.user_text)
 
 
 def build_abstainqa_call(item: AbstainQAItem, prompt: AbstainQAPrompt, *, trial: int = 1,

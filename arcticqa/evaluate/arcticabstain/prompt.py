@@ -16,7 +16,6 @@ is ``<instruction>.<labels>.<position>``; the published combination is the refer
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 from arcticqa.errors import ConfigError, InputError
 from arcticqa.evaluate.arcticabstain.items import EvalItem, order_seed, shown_options
 from arcticqa.evaluate.arcticabstain.parse import CONDITIONS, Condition, ShownOption
-from arcticqa.evaluate.promptfile import read_prompt_file
+from arcticqa.evaluate.promptfile import chat_messages, prompt_digest, read_prompt_file
 
 __all__ = ["DEFAULT_PROMPT_PATH", "PromptTemplate", "Call", "load_prompt", "build_call", "plan_calls",
            "REFERENCE_VARIANT", "INSTRUCTIONS", "LABEL_SETS", "ABSTAIN_POSITIONS", "Variant", "parse_variant_id",
@@ -83,12 +82,11 @@ class Call:
 
     @property
     def prompt_sha256(self) -> str:
-        payload = json.dumps([self.system_text, self.user_text], ensure_ascii=False)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        return prompt_digest(self.system_text, self.user_text)
 
     @property
     def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system_text}, {"role": "user", "content": self.user_text}]
+        return chat_messages(self.system_text, self.user_text)
 
     @property
     def cell(self) -> tuple[str, str, str, int]:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from arcticqa.errors import InputError
 from arcticqa.evaluate.know2guess.items import Know2GuessItem
-from arcticqa.evaluate.promptfile import read_prompt_file
+from arcticqa.evaluate.promptfile import chat_messages, prompt_digest, read_prompt_file
 
 __all__ = ["VARIANTS", "MODES", "PROMPT_DIR", "Know2GuessPrompt", "Know2GuessCall", "load_know2guess_prompt",
            "mode_of", "plan_calls"]
@@ -81,12 +80,11 @@ class Know2GuessCall:
 
     @property
     def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.prompt.system_text}, {"role": "user", "content": self.user_text}]
+        return chat_messages(self.prompt.system_text, self.user_text)
 
     @property
     def prompt_sha256(self) -> str:
-        payload = json.dumps([self.prompt.system_text, self.user_text], ensure_ascii=False)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        return prompt_digest(self.prompt.system_text, self.user_text)
 
 
 def plan_calls(items: Sequence[Know2GuessItem], prompts: Sequence[Know2GuessPrompt], *, trials: int,

@@ -7,13 +7,12 @@ its own words that it does not know.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from arcticqa.evaluate.open.items import EvalItem
-from arcticqa.evaluate.promptfile import read_prompt_file
+from arcticqa.evaluate.promptfile import chat_messages, prompt_digest, read_prompt_file
 
 __all__ = ["VARIANTS", "PROMPT_DIR", "CONDITION", "OpenPrompt", "OpenCall", "load_open_prompt", "plan_calls"]
 
@@ -65,12 +64,11 @@ class OpenCall:
 
     @property
     def messages(self) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.prompt.system_text}, {"role": "user", "content": self.user_text}]
+        return chat_messages(self.prompt.system_text, self.user_text)
 
     @property
     def prompt_sha256(self) -> str:
-        payload = json.dumps([self.prompt.system_text, self.user_text], ensure_ascii=False)
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        return prompt_digest(self.prompt.system_text, self.user_text)
 
 
 def plan_calls(items: Sequence[EvalItem], prompts: Sequence[OpenPrompt], *, trials: int,
