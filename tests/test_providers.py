@@ -203,3 +203,79 @@ def test_the_layer_check_finds_what_it_looks_for() -> None:
 @pytest.mark.parametrize("path", sorted(LLM.rglob("*.py")), ids=lambda p: str(p.relative_to(LLM)))
 def test_llm_imports_neither_stand_ins_nor_gates_geo_or_demo(path: Path) -> None:
     assert forbidden_imports(path.read_text(encoding="utf-8")) == []
+
+
+def _v1_messages() -> list[list[dict[str, Any]]]:
+    """Requests made of the published v1 items' own wording (numbers, units, Cyrillic, lists), or
+    of two fixed ones when ../shared is not there; the comparison below holds for any text."""
+    import json
+
+    from tests.conftest import ARCTICQA_V1
+
+    conversations = [[{"role": "system", "content": "Отвечай только JSON."},
+                      {"role": "user", "content": "Mean July air temperature was 7.3 °C (range −1.2–14 °C)."}],
+                     [{"role": "user", "content": "Which species? \"Cassiope\"\n- Silene\n- Dryas\t(≈ 0.5 m)"}]]
+    path = ARCTICQA_V1 / "items.jsonl"
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines()[:12]:
+            item = json.loads(line)
+            options = "\n".join(f"- {d['text']}" for d in item["distractors"])
+            conversations.append([{"role": "system", "content": item["question_context"]},
+                                  {"role": "user", "content": f"{item['question']}\n{item['gold_answer']}\n{options}"}])
+    return conversations
+
+
+@pytest.mark.parametrize("mode", ["json", "md_json", "json_schema", "tools"])
+def test_requests_skip_the_sdk_transform_but_leave_byte_for_byte_what_create_sends(mode: str) -> None:
+    """The provider sends plain-JSON requests through the client's ``post`` instead of
+    ``chat.completions.create`` (arcticqa.llm.providers.openai._direct_create): the endpoint must
+    receive the same path, headers and body either way, re-asks included."""
+    import instructor
+
+    from arcticqa.llm.providers import openai as provider
+
+    conversations = _v1_messages()
+
+    async def send(base_url: str, direct: bool) -> list[str]:
+        cfg = _cfg(base_url, mode=mode, max_reasks=1, extra_body={"seed": 7})
+        answers = []
+        async with make_async_client(cfg) as raw:
+            client = provider._instructor_client(raw, provider._MODES[mode]) if direct else \
+                instructor.from_openai(raw, mode=provider._MODES[mode])
+            for messages in conversations:
+                try:
+                    out = await client.chat.completions.create(
+                        response_model=Word, messages=messages, model=cfg.model, temperature=0.0, max_tokens=64,
+                        max_retries=cfg.max_reasks + 1, extra_headers={"X-Arcticqa-Role": "verifier"},
+                        extra_body=cfg.extra_body)
+                    answers.append(out.word)
+                except Exception as exc:  # noqa: BLE001 - tools mode gets no tool call: both paths fail alike
+                    answers.append(type(exc).__name__)
+        return answers
+
+    seen = {}
+    for direct in (False, True):
+        with FakeOpenAIServer(lambda body, headers: json_reply({"word": "ice"})) as srv:
+            answers = asyncio.run(send(srv.base_url, direct))
+            # the two servers' ports differ, so does the Host header; all else must not
+            seen[direct] = (answers, [(r.path, {k: v for k, v in r.headers.items() if k != "host"}, r.body)
+                                      for r in srv.requests])
+    assert len(seen[True][1]) >= len(conversations)
+    assert seen[True] == seen[False]
+    if mode != "tools":
+        assert seen[True][0] == ["ice"] * len(conversations)
+    assert all(r[1].get("authorization") == "Bearer " + _cfg("x").api_key() for r in seen[True][1])
+
+
+def test_only_plain_json_requests_take_the_direct_path() -> None:
+    """What the SDK's transform would change (a pydantic object, a tuple or other iterable, a date,
+    bytes, a non-string key) keeps the request on ``chat.completions.create``."""
+    import datetime
+
+    from arcticqa.llm.providers.openai import _plain
+
+    plain = {"messages": [{"role": "user", "content": "Δ 7.3 °C"}], "model": "m", "temperature": 0.0,
+             "max_tokens": 64, "response_format": {"type": "json_object"}, "seed": None, "stop": ["\n"]}
+    assert _plain(plain)
+    for odd in (Word(word="ice"), ("a", "b"), datetime.date(2020, 1, 1), b"bytes", {1: "x"}, iter(["a"])):
+        assert not _plain({**plain, "messages": [{"role": "user", "content": odd}]}), odd

@@ -314,3 +314,30 @@ def test_build_workers_flag_needs_the_local_orchestrator(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-m", "arcticqa", "build", "--workers", "2", "-c", str(config)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--orchestrator local" in done.stdout + done.stderr
+
+
+def test_a_build_freezes_the_heap_it_starts_with_and_gives_it_back(tmp_path: Path) -> None:
+    """While a build context is open, what was alive when it opened is out of the garbage
+    collector's reach and the young generation is collected less often; both are undone when
+    the outermost context closes (a process that runs many builds, like this test session, keeps
+    collecting what they leave)."""
+    import gc
+
+    settings = load_settings(None, store={"url": f"sqlite:///{tmp_path / 's.db'}"})
+    before = (gc.get_threshold(), gc.get_freeze_count())
+
+    async def go() -> list[tuple[tuple[int, int, int], int]]:
+        seen = []
+        async with open_build_context(settings):
+            seen.append((gc.get_threshold(), gc.get_freeze_count()))
+            async with open_build_context(settings):  # a nested build changes nothing more
+                seen.append((gc.get_threshold(), gc.get_freeze_count()))
+            seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return seen
+
+    outer, inner, after_inner = asyncio.run(go())
+    assert outer[0][0] > before[0][0]
+    assert inner[0] == outer[0] and after_inner[0] == outer[0]
+    # frozen objects still die by reference counting, so the count only roughly stays
+    assert all(count > before[1] + 10_000 for _, count in (outer, inner, after_inner))
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before

@@ -267,7 +267,8 @@ class Gateway:
         model_name = self.settings.roles.get(role, "")
         cfg = self.settings.model_for(role)
         template = load_prompt(prompt)
-        messages = template.render(variables)
+        data = to_jsonable(variables)  # once: the prompt and the request's record both need it
+        messages = template.render(data)
         schema = _schema(response_model)
         request_hash = _request_hash(cfg.provider, cfg, role, messages, schema)
         base = _CallBase(role=role, provider=cfg.provider, model=cfg.model,
@@ -283,7 +284,7 @@ class Gateway:
 
         provider = self._provider(cfg)
         request = GenerateRequest(role=role, model_name=model_name, cfg=cfg, messages=messages,
-                                  variables=to_jsonable(variables), response_model=response_model,
+                                  variables=data, response_model=response_model,
                                   batched=self.batched(role, cfg))
         if not provider.paced:
             # free and instant: no budget, pacing or retries; a failure is the provider's own error

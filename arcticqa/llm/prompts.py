@@ -81,8 +81,13 @@ def _load(path: Path) -> Prompt:
                   system=system.strip(), user=user.strip())
 
 
+@functools.lru_cache(maxsize=256)
 def load_prompt(ref: str, prompts_dir: Path | None = None) -> Prompt:
-    """Load ``"<prompt>/<version>"`` (e.g. ``"question_writer/v1"``)."""
+    """Load ``"<prompt>/<version>"`` (e.g. ``"question_writer/v1"``).
+
+    Remembered per reference: the file's text already is (``_load``), and its path checks (two
+    file-system calls) were ~2% of the construct stage's CPU, paid on every model call.
+    """
     name, _, version = ref.partition("/")
     if not name or not version or ".." in ref:
         raise ConfigError(f"prompt reference {ref!r} must look like 'name/version'")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
 import uuid
 from collections import Counter
@@ -37,7 +38,7 @@ from arcticqa.pipeline.ledger import StoreLedger
 from arcticqa.rules import Rejection
 from arcticqa.stages.results import StepResult
 from arcticqa.standins.offline.roles import OFFLINE_ROLES
-from arcticqa.store.runs import input_hash
+from arcticqa.store.runs import EvidenceValues, input_hash
 from arcticqa.store.store import Store, open_store
 from arcticqa.store.tables import EVIDENCE_TABLES, StageRun, utcnow
 
@@ -193,7 +194,7 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
     try:
         # roles configured offline (the default) are answered by the rule-based stand-ins
         async with Gateway(settings, ledger, ledger=ledger, run_id=run_id, offline_roles=OFFLINE_ROLES) as gateway, \
-                httpx.AsyncClient() as http:
+                httpx.AsyncClient() as http, _frozen_heap():
             yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id,
                                ledger=ledger)
@@ -201,6 +202,40 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
         heartbeat.stop()
         if own_store:
             store.close()
+
+
+_frozen_depth = 0
+#: young-generation threshold while a build runs (CPython's default is 700)
+_YOUNG_THRESHOLD = 20_000
+
+
+@asynccontextmanager
+async def _frozen_heap() -> AsyncIterator[None]:
+    """While a build runs, the garbage collector leaves alone what was alive when it started and
+    runs less often on what is new.
+
+    What start-up leaves (modules, pydantic and SQLAlchemy machinery, the opened clients: ~360,000
+    objects) is frozen: each full collection otherwise walks all of it again, ~140 ms a time. The
+    young generation is collected every 20,000 allocations instead of 700, so most of a model
+    call's short-lived objects are freed by reference counting before a collection looks at them.
+    Measured with bench.bench_pipeline ("GC ms/paper" of construct): 3.2 ms per paper before, 1.3
+    with the freeze alone, 0.5 with both. Nested builds in one process (tests) change this once;
+    the outermost gives the heap back and restores the thresholds when it ends.
+    """
+    global _frozen_depth
+    if _frozen_depth == 0:
+        thresholds = gc.get_threshold()
+        gc.collect()  # garbage left from start-up is freed now rather than kept forever
+        gc.freeze()
+        gc.set_threshold(_YOUNG_THRESHOLD, *thresholds[1:])
+    _frozen_depth += 1
+    try:
+        yield
+    finally:
+        _frozen_depth -= 1
+        if _frozen_depth == 0:
+            gc.unfreeze()
+            gc.set_threshold(*thresholds)
 
 
 def _stage_done(ctx: BuildContext, stage: str, run: StageRun | None) -> bool:
@@ -351,7 +386,7 @@ class StoreStepRunner:
         status: Literal["succeeded", "rejected"] = "succeeded" if result.ok else "rejected"
         # accepted items are written once, by the stage that owns the whole construction
         table = EVIDENCE_TABLES.get(stage) if stage != "accept" else None
-        evidence = [table(stage_run_id=0, paper_id=self.paper_id, payload=result.model_dump(mode="json"))] \
+        evidence = [EvidenceValues(table, {"paper_id": self.paper_id, "payload": result.model_dump(mode="json")})] \
             if table is not None else []
         provenance = getattr(result, "provenance", None)
         return dict(status=status, output=result, rejections=rejections, evidence=evidence,

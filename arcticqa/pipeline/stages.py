@@ -223,9 +223,11 @@ def _construct_inputs(ctx: BuildContext, pid: str) -> Any:
 
 
 async def _construct(ctx: BuildContext, pid: str) -> StageResult:
-    paper = _paper(ctx, pid)
-    row = ctx.store.paper_row(pid)
-    family = row.family_id if row is not None else None
+    row = ctx.store.paper_row(pid)  # one read for the record and its family
+    if row is None or not row.record:
+        raise StageError(f"paper {pid} is not in the store")
+    paper = PaperRecord.model_validate(row.record)
+    family = row.family_id
     options = ConstructionOptions.from_settings(ctx.settings.build)
     taken = ctx.store.family_items(family) if family else []
     if len(taken) >= ctx.settings.build.items_per_family:
