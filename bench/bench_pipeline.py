@@ -318,8 +318,10 @@ def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.N
     os.environ["PREFECT_HOME"] = str(home)
     try:
         ensure_server(60.0, timeout_s=float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+        pair = ((False, "waits for it (before)"), (True, "early stages meanwhile"))
         for i in range(args.cold_runs):
-            for early, label in ((False, "waits for it (before)"), (True, "early stages meanwhile")):
+            # the order alternates too, so neither variant always runs first
+            for early, label in pair if i % 2 == 0 else pair[::-1]:
                 _drain_prefect()
                 stop_server()
                 routes.append((f"shared server, first build, {label}",

@@ -6,7 +6,9 @@ ORM models, docket) before the flow's first task, on a 2-core machine, whatever 
 build (docs/performance.md, "Issue 23, section 2"). With ``[prefect] server = "shared"`` (the
 default) a build instead looks for the server an earlier build left running for the same
 ``PREFECT_HOME`` (so the same database), health-checks it and uses it; if there is none, it
-starts one in the background that outlives the build.
+starts one in the background that outlives the build: :func:`ensure_server` starts it and waits
+for it; :func:`start_server` and :func:`wait_for_server` split the two, so the build can run the
+stages that need no server meanwhile (``flows.build_arcticqa``, ``[prefect] early_stages``).
 
 Where it is written down, all under ``$PREFECT_HOME`` (the database it serves lives there too):
 
