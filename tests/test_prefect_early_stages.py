@@ -2,7 +2,7 @@
 while the shared Prefect server it started is still starting (``[prefect] early_stages``).
 
 Real server processes, each test with a PREFECT_HOME of its own (stopped afterwards, no process
-left behind), builds run by ``python -m flows.build_arcticqa`` as a user would:
+left behind), builds run as a user runs them (``python -m flows.build_arcticqa``, ``arcticqa build``):
 
 1. A cold build on the shared server gives the same summary, store and release as the same
    build without Prefect; the early stages' attempts carry the early run's id, the later
@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -85,8 +86,6 @@ def _attempts(config: Path) -> list[StageRun]:
 
 
 def _api(server: SharedServer, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    import urllib.request
-
     request = urllib.request.Request(f"{server.api_url}/{path}", data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
@@ -101,7 +100,6 @@ class Builds:
     local_config: Path
     flow_config: Path
     server: SharedServer | None
-    flow_log: str
     task_runs: list[dict[str, Any]]
     log_lines: list[str]
 
@@ -128,8 +126,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Builds]:
             runs = _api(server, "task_runs/filter", {})
             lines = [str(r["message"]) for r in _api(server, "logs/filter", {})]
         yield Builds(local=local, flow=_summary(flow.stdout), local_config=local_config,
-                     flow_config=flow_config, server=server, flow_log=flow.stderr, task_runs=runs,
-                     log_lines=lines)
+                     flow_config=flow_config, server=server, task_runs=runs, log_lines=lines)
     finally:
         left = stop_server(home)
         assert left is None or not _alive(left.pid), "the shared server outlived the test"
