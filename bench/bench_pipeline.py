@@ -13,9 +13,9 @@ whole build (discovery → prefilter → fetch → extract → eligibility → c
    shared server's first build, which starts it, once waiting for it before the flow and once
    running discovery and the stages that call no model while it starts (``[prefect]
    early_stages``), alternated ``--cold-runs`` times; a last build that reuses it. Prefect's
-   share is printed two ways: the flow's wall minus the same build without Prefect (the
-   overhead build above), and the flow's wall minus its task bodies and discovery (which counts
-   early work as Prefect's). Target: <= 50 ms per paper per stage; Prefect's share <= 10%.
+   share is printed two ways: the flow's wall minus the same build without Prefect (run once
+   more after the overhead build, so that this process is as warm as for the flows), and the
+   flow's wall minus its task bodies and discovery (which counts early work as Prefect's). Target: <= 50 ms per paper per stage; Prefect's share <= 10%.
 2. **saturation** (server latency ``--latency`` s, at most ``--endpoint-concurrency`` requests
    in progress at the server): achieved calls/s during the model-calling stages against the
    ideal ``concurrency / latency``. Target: >= 80%.
