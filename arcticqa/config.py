@@ -287,6 +287,10 @@ class PrefectSettings(_Section):
     server: Literal["shared", "temporary"] = "shared"
     #: the shared server stops after this long without a request and without a live build
     idle_shutdown_s: float = Field(900.0, gt=0)
+    #: while a shared server that is not answering yet starts, run discovery and the stages that
+    #: call no model (prefilter, fetch_fulltext, extract_text; eligibility too with
+    #: ``build.site_extractor = "never"``) instead of waiting for it first
+    early_stages: bool = True
 
 
 class DiscoverySettings(_Section):

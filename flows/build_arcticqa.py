@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from prefect import Flow, flow, task
+from prefect import Flow, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 from prefect.settings import (
@@ -47,7 +47,17 @@ from prefect.states import Failed
 
 from arcticqa.config import Settings, load_settings
 from arcticqa.errors import ArcticQAError, ConfigError
-from arcticqa.pipeline.build import BatchPlan, BuildOptions, BuildSummary, Orchestrator, build, execute
+from arcticqa.pipeline.build import (
+    BatchPlan,
+    BuildOptions,
+    BuildSummary,
+    EarlyWork,
+    Orchestrator,
+    build,
+    early_outcomes,
+    execute,
+    run_early,
+)
 from arcticqa.pipeline.runner import (
     BatchReport,
     BuildContext,
@@ -57,8 +67,8 @@ from arcticqa.pipeline.runner import (
     run_stage_batch,
     shared_context,
 )
-from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers
-from flows.prefect_server import ensure_server, using_server
+from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers, stages_without_model
+from flows.prefect_server import ensure_server, start_server, using_server, wait_for_server
 
 __all__ = ["build_arcticqa", "settings_overrides", "flow_for", "dask_task_runner", "PrefectOrchestrator",
            "PREFECT"]
@@ -70,19 +80,46 @@ def _spec(name: str) -> StageSpec:
 
 @task(name="stage-batch", cache_policy=NO_CACHE, task_run_name="{stage_name}-batch-{batch_no}")
 async def _stage_batch(run_key: str, settings: dict[str, Any], retry_rejected: list[str], stage_name: str,
-                       batch_no: int, paper_ids: list[str]) -> dict[str, Any]:
+                       batch_no: int, paper_ids: list[str], early: dict[str, Any] | None = None) -> dict[str, Any]:
     spec = _spec(stage_name)
     ctx = live_context(run_key)
     if ctx is not None:  # same process as the flow: share its gateway, budget and store
-        return (await run_stage_batch(ctx, spec, paper_ids)).as_dict()
+        return (await _run_batch(ctx, spec, paper_ids, early)).as_dict()
     # another process (a Dask worker): a context of our own, closed with the task, because its
     # HTTP clients belong to this task's event loop
     async with open_build_context(Settings.model_validate(settings), retry_rejected=retry_rejected) as own:
-        return (await run_stage_batch(own, spec, paper_ids)).as_dict()
+        return (await _run_batch(own, spec, paper_ids, early)).as_dict()
+
+
+async def _run_batch(ctx: BuildContext, spec: StageSpec, paper_ids: list[str], early: dict[str, Any] | None
+                     ) -> BatchReport:
+    """The batch's papers the early work attempted are reported as it recorded them (and said so
+    in the task's log); the others run now."""
+    work = EarlyWork.model_validate(early) if early is not None else None
+    if work is None or spec.name not in work.stages:
+        return await run_stage_batch(ctx, spec, paper_ids)
+    report, left = early_outcomes(ctx, spec.name, paper_ids, work)
+    if report.statuses:
+        get_run_logger().info(
+            "%s: %d of %d papers were done before this flow run, while the Prefect server started (run %s, "
+            "%.1f s): %s", spec.name, len(report.statuses), len(paper_ids), work.run_id, work.seconds,
+            dict(sorted(report.counts.items())))
+    if left:
+        rest = await run_stage_batch(ctx, spec, left)
+        report.counts.update(rest.counts)
+        report.statuses.update(rest.statuses)
+        report.errors.update(rest.errors)
+        report.stopped = rest.stopped
+    return report
 
 
 @task(name="discover", cache_policy=NO_CACHE)
-async def _discover(run_key: str) -> dict[str, Any] | None:
+async def _discover(run_key: str, early: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    if early is not None:  # the flow does not search again: the early work's discovery is this build's
+        work = EarlyWork.model_validate(early)
+        get_run_logger().info("discovery was done before this flow run, while the Prefect server started "
+                              "(run %s): %s", work.run_id, work.discovered)
+        return work.discovered
     ctx = live_context(run_key)
     assert ctx is not None, "discovery runs in the flow's process"
     return await discover_papers(ctx)
@@ -106,12 +143,15 @@ def _uses_dask() -> bool:
 @flow(name="build-arcticqa", log_prints=True)
 async def build_arcticqa(config: str | None = None, resume: bool = False,
                          retry_rejected: list[str] | None = None, source: str | None = None,
-                         store_url: str | None = None, settings: dict[str, Any] | None = None) -> Any:
+                         store_url: str | None = None, settings: dict[str, Any] | None = None,
+                         early: dict[str, Any] | None = None) -> Any:
     """Discover papers (unless resuming) and run every stage that is not done yet.
 
     ``settings`` is the whole :class:`Settings` as JSON (what :data:`PREFECT` passes, CLI
     overrides included); without it the flow loads ``config`` (a deployment run) with the
-    ``source`` and ``store_url`` overrides.
+    ``source`` and ``store_url`` overrides. ``early`` (:class:`EarlyWork` as JSON): what
+    :data:`PREFECT` did before this run while the server started; its discovery stands for the
+    flow's, and its stages' tasks report its attempts instead of repeating them.
 
     An arcticqa error ends the run in a Failed state whose message is the error's one line
     (``prefect deployment run --watch`` and the UI show it; a traceback would only reach the
@@ -119,7 +159,7 @@ async def build_arcticqa(config: str | None = None, resume: bool = False,
     """
     try:
         loaded = _flow_settings(config, source, store_url, settings)
-        return await _build(loaded, resume, retry_rejected)
+        return await _build(loaded, resume, retry_rejected, early)
     except ArcticQAError as exc:
         return Failed(data=exc, message=f"{type(exc).__name__}: {exc}")
 
@@ -146,11 +186,12 @@ class _TaskRoute:
     retry_rejected: list[str]
     distributed: bool
     parallelism: int
+    early: dict[str, Any] | None = None
 
     @contextmanager
     def bind(self, ctx: BuildContext) -> Iterator[BatchPlan]:
         async def dispatch(spec: StageSpec, batch_no: int, ids: list[str]) -> BatchReport:
-            args = (ctx.run_id, self.settings_json, self.retry_rejected, spec.name, batch_no, ids)
+            args = (ctx.run_id, self.settings_json, self.retry_rejected, spec.name, batch_no, ids, self.early)
             if self.distributed:
                 # submit() hands the task to the Dask cluster; wait off the event loop so the
                 # other batches of this window are submitted and awaited concurrently
@@ -161,19 +202,22 @@ class _TaskRoute:
             return BatchReport.from_dict(raw)
 
         async def discover(c: BuildContext) -> dict[str, Any] | None:
-            return await _discover(c.run_id)
+            return await _discover(c.run_id, self.early)
 
         with shared_context(ctx):
             yield BatchPlan(dispatch=dispatch, discover=discover, parallelism=self.parallelism)
 
 
-async def _build(settings: Settings, resume: bool, retry_rejected: list[str] | None) -> dict[str, Any]:
+async def _build(settings: Settings, resume: bool, retry_rejected: list[str] | None,
+                 early: dict[str, Any] | None = None) -> dict[str, Any]:
     distributed = _uses_dask()
     rejected = list(retry_rejected or ())
     route = _TaskRoute(settings_json=settings.model_dump(mode="json"), retry_rejected=rejected,
                        distributed=distributed,
-                       parallelism=max(settings.build.dask_workers, 1) if distributed else 1)
-    summary = await execute(settings, BuildOptions(resume=resume, retry_rejected=tuple(rejected)), route)
+                       parallelism=max(settings.build.dask_workers, 1) if distributed else 1, early=early)
+    # after early work the discover task stands for the discovery it did, resume or not
+    options = BuildOptions(resume=resume and early is None, retry_rejected=tuple(rejected))
+    summary = await execute(settings, options, route)
     return summary.model_dump(mode="json")
 
 
@@ -205,26 +249,39 @@ class PrefectOrchestrator:
     runs_workers = False  # scale out with build.task_runner = "dask" or a work pool instead
 
     def run(self, settings: Settings, options: BuildOptions) -> BuildSummary:
-        with _api_server(settings):
+        with _api_server(settings, options) as early:
             # Flow.__call__ is typed for sync flows; this one is async, so it returns a coroutine
             run: Any = flow_for(settings)(settings=settings.model_dump(mode="json"), resume=options.resume,
-                                          retry_rejected=list(options.retry_rejected))
+                                          retry_rejected=list(options.retry_rejected),
+                                          early=early.model_dump(mode="json") if early else None)
             return BuildSummary.model_validate(asyncio.run(run))
 
 
 @contextmanager
-def _api_server(settings: Settings) -> Iterator[None]:
+def _api_server(settings: Settings, options: BuildOptions) -> Iterator[EarlyWork | None]:
     """The API the flow reports to: ``PREFECT_API_URL`` if set; else the shared server of
     ``flows.prefect_server`` (``[prefect] server = "shared"``), or Prefect's temporary one; the
-    build counts as the shared server's user while it runs, so the server does not idle out."""
+    build counts as the shared server's user while it runs, so the server does not idle out.
+
+    A shared server that is not answering yet is started without waiting for it, and discovery
+    and the stages that call no model run meanwhile (``[prefect] early_stages``); yields what they
+    did (None: no early work). If the server then does not answer, the build fails and the early
+    work stays in the store for a later build to go on from.
+    """
     if get_current_settings().api.url or settings.prefect.server != "shared":
-        yield
+        yield None
         return
+    idle, timeout = settings.prefect.idle_shutdown_s, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
     with using_server():
-        server = ensure_server(settings.prefect.idle_shutdown_s,
-                               timeout_s=float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+        early: EarlyWork | None = None
+        starting = start_server(idle) if settings.prefect.early_stages else None
+        if starting is None:
+            server = ensure_server(idle, timeout_s=timeout)
+        else:
+            early = asyncio.run(run_early(settings, options, stages_without_model(settings)))
+            server = wait_for_server(starting, idle, timeout_s=timeout)
         with temporary_settings({PREFECT_API_URL: server.api_url}):
-            yield
+            yield early
 
 
 #: the Prefect orchestrator, for :func:`arcticqa.pipeline.build.build`

@@ -6,7 +6,9 @@ ORM models, docket) before the flow's first task, on a 2-core machine, whatever 
 build (docs/performance.md, "Issue 23, section 2"). With ``[prefect] server = "shared"`` (the
 default) a build instead looks for the server an earlier build left running for the same
 ``PREFECT_HOME`` (so the same database), health-checks it and uses it; if there is none, it
-starts one in the background that outlives the build.
+starts one in the background that outlives the build: :func:`ensure_server` starts it and waits
+for it; :func:`start_server` and :func:`wait_for_server` split the two, so the build can run the
+stages that need no server meanwhile (``flows.build_arcticqa``, ``[prefect] early_stages``).
 
 Where it is written down, all under ``$PREFECT_HOME`` (the database it serves lives there too):
 
@@ -48,8 +50,8 @@ from typing import Any
 
 from arcticqa.errors import BuildFailed
 
-__all__ = ["SharedServer", "prefect_home", "running_server", "ensure_server", "stop_server",
-           "using_server"]
+__all__ = ["SharedServer", "prefect_home", "running_server", "ensure_server", "start_server",
+           "wait_for_server", "stop_server", "using_server"]
 
 _STATE = "arcticqa-server.json"
 _LOCK = "arcticqa-server.lock"
@@ -176,6 +178,22 @@ def _spawn(home: Path, idle_shutdown_s: float) -> SharedServer:
     return server
 
 
+def _answers_within(server: SharedServer, timeout_s: float) -> bool:
+    """Whether ``server`` answers its health check within ``timeout_s`` (False as soon as it exits)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _alive(server.pid):
+        if _healthy(server):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _no_answer(home: Path, server: SharedServer, timeout_s: float) -> BuildFailed:
+    log = (home / _LOG).read_text(errors="replace").strip().splitlines()[-5:] if (home / _LOG).exists() else []
+    return BuildFailed(f"the shared Prefect server (pid {server.pid}, {server.api_url}) did not answer within "
+                       f"{timeout_s:.0f} s; its log {home / _LOG} ends: {' | '.join(log) or '(empty)'}")
+
+
 def ensure_server(idle_shutdown_s: float, timeout_s: float = 90.0, home: Path | None = None) -> SharedServer:
     """The shared server of ``home``, healthy: the running one, or one started now.
 
@@ -183,22 +201,51 @@ def ensure_server(idle_shutdown_s: float, timeout_s: float = 90.0, home: Path | 
     server instead of starting its own. A server that exits while starting (its port was taken
     in between) is started once more on another port.
     """
-    home = home or prefect_home()
+    return _ensure(home or prefect_home(), idle_shutdown_s, timeout_s, attempts=2)
+
+
+def _ensure(home: Path, idle_shutdown_s: float, timeout_s: float, *, attempts: int) -> SharedServer:
     with _locked(home):
-        for _attempt in range(2):
+        for _attempt in range(attempts):
             found = _read_state(home)
             state = found if found is not None and _ours(found.pid) else _spawn(home, idle_shutdown_s)
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline and _alive(state.pid):
-                if _healthy(state):
-                    return state
-                time.sleep(0.1)
+            if _answers_within(state, timeout_s):
+                return state
             if _alive(state.pid):
                 break  # alive but never healthy within the timeout: do not start another one
             _forget(home, state.pid)
-        log = (home / _LOG).read_text(errors="replace").strip().splitlines()[-5:] if (home / _LOG).exists() else []
-        raise BuildFailed(f"the shared Prefect server (pid {state.pid}, {state.api_url}) did not answer within "
-                          f"{timeout_s:.0f} s; its log {home / _LOG} ends: {' | '.join(log) or '(empty)'}")
+        raise _no_answer(home, state, timeout_s)
+
+
+def start_server(idle_shutdown_s: float, home: Path | None = None) -> SharedServer | None:
+    """Start the shared server of ``home`` unless one is there, without waiting for it to answer.
+
+    Returns the server that is still starting (started now, or by another build a moment ago),
+    for :func:`wait_for_server`; None when one already answers (nothing to wait for). The state
+    file names the new server before the lock is released, so a build that starts meanwhile
+    waits for this server instead of starting its own.
+    """
+    home = home or prefect_home()
+    with _locked(home):
+        found = _read_state(home)
+        if found is not None and _ours(found.pid):
+            return None if _healthy(found) else found
+        return _spawn(home, idle_shutdown_s)
+
+
+def wait_for_server(server: SharedServer, idle_shutdown_s: float, timeout_s: float = 90.0,
+                    home: Path | None = None) -> SharedServer:
+    """``server`` (from :func:`start_server`) once it answers, waiting up to ``timeout_s`` from now.
+
+    A server that exited while starting is replaced as :func:`ensure_server` does (once, on
+    another port); one that is alive but does not answer in time is an error, the same one.
+    """
+    home = home or prefect_home()
+    if _answers_within(server, timeout_s):
+        return server
+    if _alive(server.pid):
+        raise _no_answer(home, server, timeout_s)
+    return _ensure(home, idle_shutdown_s, timeout_s, attempts=1)
 
 
 @contextmanager

@@ -15,6 +15,11 @@ Prefect route, ``flows`` imports this module, this module imports neither.
 ``dispatch`` decides how a batch runs: directly (tests, ``--orchestrator local``) or as one
 Prefect task (the ``build-arcticqa`` flow). Either way the store is the durable truth.
 
+On the Prefect route a build may start with *early work* (:func:`run_early`): discovery and the
+stages that call no model, run directly while the flow's API server starts; the flow's tasks
+for those stages then report what the early work recorded (:func:`early_outcomes`) instead of
+running them again.
+
 Several builds may run at once on one store (``docs/scale-out.md``): each claims paper stages
 as it goes, and after its pass re-checks the papers another worker held until none are left.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -42,12 +48,15 @@ __all__ = [
     "Dispatch",
     "DiscoverFn",
     "BatchPlan",
+    "EarlyWork",
     "Route",
     "Orchestrator",
     "LocalOrchestrator",
     "LOCAL",
     "build",
     "execute",
+    "run_early",
+    "early_outcomes",
     "run_build",
     "batches",
 ]
@@ -115,9 +124,11 @@ class _DirectRoute:
         return _direct(ctx)
 
 
-async def execute(settings: Settings, options: BuildOptions, route: Route | None = None) -> BuildSummary:
+async def execute(settings: Settings, options: BuildOptions, route: Route | None = None,
+                  stages: Sequence[StageSpec] | None = None) -> BuildSummary:
     """Open a build context and run the build in it: the one place this sequence is written.
 
+    ``stages``: only these (discovery and the first stages, :func:`run_early`); one process only.
     With ``options.workers > 1``, discovery runs here once, then ``workers - 1`` helper processes
     (:func:`_helper`) resume the build on the same store beside this one; a helper that exits
     non-zero is reported under ``errors["workers"]``.
@@ -127,8 +138,62 @@ async def execute(settings: Settings, options: BuildOptions, route: Route | None
         with route.bind(ctx) as plan:
             if options.workers == 1:
                 return await run_build(ctx, discover=not options.resume, dispatch=plan.dispatch,
-                                       discover_fn=plan.discover, batch_parallelism=plan.parallelism)
+                                       discover_fn=plan.discover, batch_parallelism=plan.parallelism,
+                                       stages=stages)
+            if stages is not None:
+                raise ConfigError("a build of some stages only runs in one process (workers = 1)")
             return await _build_with_helpers(ctx, settings, options, plan)
+
+
+class EarlyWork(BaseModel):
+    """What a build did before its Prefect flow run, while the flow's API server started (plain
+    data: the flow gets it as its ``early`` parameter)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: the run id of the early work's build context; its stage attempts carry it
+    run_id: str
+    #: the stages it ran, in build order
+    stages: tuple[str, ...]
+    #: what its discovery reported (None: a resume with no discovery to finish)
+    discovered: dict[str, Any] | None = None
+    #: wall time of the early work
+    seconds: float = 0.0
+
+
+async def run_early(settings: Settings, options: BuildOptions, stages: Sequence[StageSpec]) -> EarlyWork:
+    """Discovery (``options.resume``: only the unfinished part) and ``stages`` over every paper,
+    directly, as the first part of a build whose flow run starts afterwards.
+
+    ``stages`` must call no model: the flow's run budget is counted by the flow's own gateway.
+    Papers another worker holds are not waited for here; the flow comes back to them.
+    """
+    started = time.perf_counter()
+    own = settings.model_copy(update={"build": settings.build.model_copy(update={"wait_for_claimed": False})})
+    summary = await execute(own, options.model_copy(update={"workers": 1}), stages=stages)
+    return EarlyWork(run_id=summary.run_id, stages=tuple(s.name for s in stages), discovered=summary.discovered,
+                     seconds=round(time.perf_counter() - started, 3))
+
+
+def early_outcomes(ctx: BuildContext, stage: str, paper_ids: Sequence[str], early: EarlyWork
+                   ) -> tuple[BatchReport, list[str]]:
+    """The outcomes the early work recorded for ``stage`` over ``paper_ids`` (the attempts it
+    made, as :func:`run_stage_batch` would have reported them), and the papers it did not attempt
+    (done before, blocked, held by another worker, or new), which still need a run."""
+    report = BatchReport(stage=stage)
+    # one query for the batch (the newest attempt of each paper), not one per paper
+    newest = {r.paper_id: r for r in ctx.store.runs(stage=stage) if not r.subject} if stage in early.stages else {}
+    left: list[str] = []
+    for pid in paper_ids:
+        run = newest.get(pid)
+        if run is None or run.run_id != early.run_id or run.status not in ("succeeded", "rejected", "failed"):
+            left.append(pid)
+            continue
+        report.counts[run.status] += 1
+        report.statuses[pid] = run.status
+        if run.status == "failed":
+            report.errors[pid] = f"{run.error_class}: {run.error_message}"
+    return report, left
 
 
 async def _build_with_helpers(ctx: BuildContext, settings: Settings, options: BuildOptions,
