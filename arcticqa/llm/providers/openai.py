@@ -25,7 +25,7 @@ import instructor.v2.core.patch as _instructor_patch
 import instructor.v2.validation.async_validators as _instructor_async_validators
 import openai
 from instructor.v2.core.errors import AsyncValidationError, ResponseParsingError
-from instructor.v2.core.registry import normalize_mode
+from instructor.v2.core.registry import mode_registry, normalize_mode
 from openai import NOT_GIVEN, AsyncOpenAI
 from openai._base_client import make_request_options
 from openai.types.chat import ChatCompletion
@@ -154,6 +154,9 @@ def _direct_create(raw: AsyncOpenAI) -> Callable[..., Any]:
 def _instructor_client(raw: AsyncOpenAI, mode: instructor.Mode) -> Any:
     """What ``instructor.from_openai(raw, mode=mode)`` builds, over :func:`_direct_create`."""
     mode = normalize_mode(instructor.Provider.OPENAI, mode)
+    # instructor imports the mode's handler module on the first request (~0.2 s): the client is
+    # made while the build opens (warm), so that import is paid there
+    mode_registry.get_handlers(instructor.Provider.OPENAI, mode)
     create = instructor.patch(create=_direct_create(raw), mode=mode, provider=instructor.Provider.OPENAI)
     return instructor.AsyncInstructor(client=raw, create=create, mode=mode, provider=instructor.Provider.OPENAI)
 
