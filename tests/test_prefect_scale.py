@@ -16,10 +16,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlmodel import select
@@ -79,61 +82,99 @@ def _stop(proc: subprocess.Popen[str]) -> None:
             proc.wait(timeout=10)
 
 
+class _AnswerWhenBothConstruct:
+    """Holds every completion (each at most 6 s, inside the client's 10 s timeout) until
+    ``processes`` build processes have each claimed a paper's construction in the PostgreSQL
+    store (the PostgreSQL twin of tests/test_workers.py's gate).
+
+    Without it the test leans on timing: a flow run that starts a few seconds before the other
+    can finish all four papers alone (the second then only finds them done), and faster builds
+    made that likely. A process claims a paper before it asks the model about it, so the first
+    run holds its first batch while the second starts and claims the next one.
+    """
+
+    def __init__(self, inner: ScriptedModel, dsn: str, *, processes: int) -> None:
+        self.inner, self.dsn, self.processes = inner, dsn, processes
+        self._open = threading.Event()
+
+    def _registered(self) -> int:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.dsn, connect_timeout=5) as c:
+                row = c.execute("SELECT count(DISTINCT worker_id) FROM stage_run WHERE stage = 'construct'").fetchone()
+                return int(row[0]) if row else 0
+        except psycopg.Error:  # the build has not created the table yet
+            return 0
+
+    def __call__(self, body: dict[str, Any], headers: Mapping[str, str]) -> Any:
+        deadline = time.monotonic() + 6
+        while not self._open.is_set() and time.monotonic() < deadline:
+            if self._registered() >= self.processes:
+                self._open.set()
+            else:
+                time.sleep(0.2)
+        return self.inner(body, headers)
+
+
 def test_two_process_workers_on_a_postgresql_backed_prefect_server(tmp_path: Path) -> None:
     import psycopg
 
     n_papers = 4
     corpus = make_corpus(tmp_path / "corpus", n=n_papers)
-    with postgres_server("postgres") as pg, FakeOpenAIServer(ScriptedModel(), latency=0.05) as srv:
+    with postgres_server("postgres") as pg:
         base = pg.rsplit("/", 1)[0]
-        with psycopg.connect(base.replace("postgresql+psycopg", "postgresql") + "/postgres",
-                             autocommit=True) as c:
-            c.execute("CREATE DATABASE prefect")
-            c.execute("CREATE DATABASE store")
-        store_url = f"{base}/store"
-        config = write_config(tmp_path / "work", base_url=srv.base_url, corpus=corpus, store_url=store_url,
-                              extra="claim_poll_s = 0.5")
-        port = _free_port()
-        api = f"http://127.0.0.1:{port}/api"
-        env = _env(tmp_path, PREFECT_API_URL=api,
-                   PREFECT_API_DATABASE_CONNECTION_URL=f"{base.replace('+psycopg', '+asyncpg')}/prefect",
-                   PREFECT_WORKER_QUERY_SECONDS="1", PREFECT_WORKER_HEARTBEAT_SECONDS="5")
-        timings: dict[str, float] = {}
-        t0 = time.monotonic()
-        server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port",
-                                   str(port), "--no-ui", "--analytics-off"], env=env, cwd=tmp_path,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        workers: list[subprocess.Popen[str]] = []
-        try:
-            _wait_healthy(api, server)
-            timings["server_ready_s"] = time.monotonic() - t0
-            subprocess.run([str(BIN / "prefect"), "work-pool", "create", "arcticqa", "--type", "process"],
-                           env=env, cwd=tmp_path, check=True, capture_output=True, timeout=120)
-            subprocess.run([sys.executable, "-m", "flows.deploy", "--pool", "arcticqa", "--name", "pool"],
-                           env=env, cwd=REPO, check=True, capture_output=True, timeout=120)
-            workers = [subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "arcticqa",
-                                         "--limit", "1", "--name", f"w{i}"], env=env, cwd=tmp_path,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                       for i in range(2)]
-            t1 = time.monotonic()
-            runs = [subprocess.Popen([str(BIN / "prefect"), "deployment", "run", "build-arcticqa/pool",
-                                      "--param", f"config={config}", "--watch"], env=env, cwd=tmp_path,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                    for _ in range(2)]
-            outs = [r.communicate(timeout=400)[0] for r in runs]
-            timings["two_runs_s"] = time.monotonic() - t1
-            for r, out in zip(runs, outs, strict=True):
-                assert r.returncode == 0 and "Completed" in out, out
-        finally:
-            for proc in [*workers, server]:
-                _stop(proc)
-        worker_logs = [w.stdout.read() if w.stdout else "" for w in workers]
-        # each worker (--limit 1) started one of the two runs in a subprocess of its own
-        assert all("submitted to infrastructure" in log for log in worker_logs), worker_logs
-        runs_, store = _check_store(store_url, n_papers=n_papers)
-        pids = {w.pid for w in store.workers() if w.id in {r.worker_id for r in runs_}}
-        assert len(pids) == 2, pids  # two flow-run processes shared the work
-        store.close()
+        gate = _AnswerWhenBothConstruct(ScriptedModel(), base.replace("postgresql+psycopg", "postgresql") + "/store",
+                                         processes=2)
+        with FakeOpenAIServer(gate, latency=0.3) as srv:
+            with psycopg.connect(base.replace("postgresql+psycopg", "postgresql") + "/postgres",
+                                 autocommit=True) as c:
+                c.execute("CREATE DATABASE prefect")
+                c.execute("CREATE DATABASE store")
+            store_url = f"{base}/store"
+            config = write_config(tmp_path / "work", base_url=srv.base_url, corpus=corpus, store_url=store_url,
+                                  extra="claim_poll_s = 0.5")
+            port = _free_port()
+            api = f"http://127.0.0.1:{port}/api"
+            env = _env(tmp_path, PREFECT_API_URL=api,
+                       PREFECT_API_DATABASE_CONNECTION_URL=f"{base.replace('+psycopg', '+asyncpg')}/prefect",
+                       PREFECT_WORKER_QUERY_SECONDS="1", PREFECT_WORKER_HEARTBEAT_SECONDS="5")
+            timings: dict[str, float] = {}
+            t0 = time.monotonic()
+            server = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port",
+                                       str(port), "--no-ui", "--analytics-off"], env=env, cwd=tmp_path,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            workers: list[subprocess.Popen[str]] = []
+            try:
+                _wait_healthy(api, server)
+                timings["server_ready_s"] = time.monotonic() - t0
+                subprocess.run([str(BIN / "prefect"), "work-pool", "create", "arcticqa", "--type", "process"],
+                               env=env, cwd=tmp_path, check=True, capture_output=True, timeout=120)
+                subprocess.run([sys.executable, "-m", "flows.deploy", "--pool", "arcticqa", "--name", "pool"],
+                               env=env, cwd=REPO, check=True, capture_output=True, timeout=120)
+                workers = [subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool", "arcticqa",
+                                             "--limit", "1", "--name", f"w{i}"], env=env, cwd=tmp_path,
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           for i in range(2)]
+                t1 = time.monotonic()
+                runs = [subprocess.Popen([str(BIN / "prefect"), "deployment", "run", "build-arcticqa/pool",
+                                          "--param", f"config={config}", "--watch"], env=env, cwd=tmp_path,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                        for _ in range(2)]
+                outs = [r.communicate(timeout=400)[0] for r in runs]
+                timings["two_runs_s"] = time.monotonic() - t1
+                for r, out in zip(runs, outs, strict=True):
+                    assert r.returncode == 0 and "Completed" in out, out
+            finally:
+                for proc in [*workers, server]:
+                    _stop(proc)
+            worker_logs = [w.stdout.read() if w.stdout else "" for w in workers]
+            # each worker (--limit 1) started one of the two runs in a subprocess of its own
+            assert all("submitted to infrastructure" in log for log in worker_logs), worker_logs
+            runs_, store = _check_store(store_url, n_papers=n_papers)
+            pids = {w.pid for w in store.workers() if w.id in {r.worker_id for r in runs_}}
+            assert len(pids) == 2, pids  # two flow-run processes shared the work
+            store.close()
     print(json.dumps({k: round(v, 1) for k, v in timings.items()}))
 
 
