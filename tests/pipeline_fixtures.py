@@ -13,7 +13,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,8 @@ from arcticqa.standins.scripted import ScriptedModel, prompt_spans, results_find
 from arcticqa.standins.synthetic import mooring_paper, stand_in_config, write_corpus
 from arcticqa.text.render import PaperSource
 
-__all__ = ["SITES", "MORE_SITES", "make_corpus", "ScriptedModel", "write_config", "build_in_process",
+__all__ = ["SITES", "MORE_SITES", "make_corpus", "ScriptedModel", "AnswerWhenAllConstruct", "write_config",
+           "build_in_process",
            "postgres_server"]
 
 #: (site name, latitude, longitude, percent decrease) per fixture paper
@@ -70,6 +73,33 @@ def write_config(directory: Path, *, base_url: str, corpus: Path, api_key_env: s
                            store_url=store_url, build=f"batch_size = 2\npaper_concurrency = 2\n{extra}",
                            model="max_retries = 2\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\n"
                                  f"timeout_s = 10\n{model_extra}")
+
+
+class AnswerWhenAllConstruct:
+    """A stand-in responder that holds every completion until ``workers`` build processes have
+    each claimed a paper's construction (``claimed()`` counts them in the store, read by the test
+    with its own driver, so the test never migrates the store under the build).
+
+    Tests of several build processes on one store need it: without it, a process that starts a
+    few seconds before the other can finish every paper alone, and the work is shared by timing
+    only. A process claims a paper before it asks the model about it, so the gate cannot lock.
+    Each answer waits at most ``hold_s``, inside the client's timeout (a timed-out request would
+    be sent again); until the gate opens, answers are slow, which leaves the others time to start.
+    """
+
+    def __init__(self, inner: Callable[[dict[str, Any], Mapping[str, str]], Any], claimed: Callable[[], int], *,
+                 workers: int, hold_s: float = 4.0) -> None:
+        self.inner, self.claimed, self.workers, self.hold_s = inner, claimed, workers, hold_s
+        self._open = threading.Event()
+
+    def __call__(self, body: dict[str, Any], headers: Mapping[str, str]) -> Any:
+        deadline = time.monotonic() + self.hold_s
+        while not self._open.is_set() and time.monotonic() < deadline:
+            if self.claimed() >= self.workers:
+                self._open.set()
+            else:
+                time.sleep(0.2)
+        return self.inner(body, headers)
 
 
 def build_in_process(config: Path | Settings, *, resume: bool = False) -> dict[str, Any]:

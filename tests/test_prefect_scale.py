@@ -16,13 +16,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlmodel import select
@@ -32,7 +30,14 @@ from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
 from arcticqa.store.tables import StageRun
-from tests.pipeline_fixtures import ScriptedModel, _free_port, make_corpus, postgres_server, write_config
+from tests.pipeline_fixtures import (
+    AnswerWhenAllConstruct,
+    ScriptedModel,
+    _free_port,
+    make_corpus,
+    postgres_server,
+    write_config,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -82,39 +87,23 @@ def _stop(proc: subprocess.Popen[str]) -> None:
             proc.wait(timeout=10)
 
 
-class _AnswerWhenBothConstruct:
-    """Holds every completion (each at most 6 s, inside the client's 10 s timeout) until
-    ``processes`` build processes have each claimed a paper's construction in the PostgreSQL
-    store (the PostgreSQL twin of tests/test_workers.py's gate).
+def _construct_claimants(dsn: str) -> Callable[[], int]:
+    """How many build processes have claimed a construction in the PostgreSQL store ``dsn``.
 
-    Without it the test leans on timing: a flow run that starts a few seconds before the other
-    can finish all four papers alone (the second then only finds them done), and faster builds
-    made that likely. A process claims a paper before it asks the model about it, so the first
-    run holds its first batch while the second starts and claims the next one.
+    The two deployment runs must share the work by construction, not by timing: a run that
+    started a few seconds before the other could finish all four papers alone (it did in a
+    clean-clone CI once builds got faster), so the stand-in holds answers until both claimed.
     """
-
-    def __init__(self, inner: ScriptedModel, dsn: str, *, processes: int) -> None:
-        self.inner, self.dsn, self.processes = inner, dsn, processes
-        self._open = threading.Event()
-
-    def _registered(self) -> int:
+    def claimed() -> int:
         import psycopg
 
         try:
-            with psycopg.connect(self.dsn, connect_timeout=5) as c:
+            with psycopg.connect(dsn, connect_timeout=5) as c:
                 row = c.execute("SELECT count(DISTINCT worker_id) FROM stage_run WHERE stage = 'construct'").fetchone()
                 return int(row[0]) if row else 0
         except psycopg.Error:  # the build has not created the table yet
             return 0
-
-    def __call__(self, body: dict[str, Any], headers: Mapping[str, str]) -> Any:
-        deadline = time.monotonic() + 6
-        while not self._open.is_set() and time.monotonic() < deadline:
-            if self._registered() >= self.processes:
-                self._open.set()
-            else:
-                time.sleep(0.2)
-        return self.inner(body, headers)
+    return claimed
 
 
 def test_two_process_workers_on_a_postgresql_backed_prefect_server(tmp_path: Path) -> None:
@@ -124,8 +113,9 @@ def test_two_process_workers_on_a_postgresql_backed_prefect_server(tmp_path: Pat
     corpus = make_corpus(tmp_path / "corpus", n=n_papers)
     with postgres_server("postgres") as pg:
         base = pg.rsplit("/", 1)[0]
-        gate = _AnswerWhenBothConstruct(ScriptedModel(), base.replace("postgresql+psycopg", "postgresql") + "/store",
-                                         processes=2)
+        gate = AnswerWhenAllConstruct(
+            ScriptedModel(), _construct_claimants(base.replace("postgresql+psycopg", "postgresql") + "/store"),
+            workers=2, hold_s=6.0)
         with FakeOpenAIServer(gate, latency=0.3) as srv:
             with psycopg.connect(base.replace("postgresql+psycopg", "postgresql") + "/postgres",
                                  autocommit=True) as c:

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,13 @@ from arcticqa.store.db import read_session, write_session
 from arcticqa.store.runs import HOST
 from arcticqa.store.store import Store
 from arcticqa.store.tables import StageRun, Worker, utcnow
-from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
+from tests.pipeline_fixtures import (
+    AnswerWhenAllConstruct,
+    ScriptedModel,
+    build_in_process,
+    make_corpus,
+    write_config,
+)
 
 __all__ = ["run_two_workers", "claim_race"]
 
@@ -245,20 +251,13 @@ def test_when_one_of_two_workers_is_killed_the_other_finishes_its_papers(tmp_pat
     assert _items(store) == expected_items
 
 
-class _AnswerWhenBothConstruct:
-    """A responder that holds every completion until ``workers`` build processes have each claimed
-    a paper's construction in the store (read with plain sqlite3, so the test never migrates the
-    store under the build); until then each answer is slow. A process claims a paper before asking
-    the model about it, so the gate cannot lock."""
-
-    def __init__(self, inner: ScriptedModel, db: Path, *, workers: int) -> None:
-        self.inner, self.db, self.workers = inner, db, workers
-        self._open = threading.Event()
-
-    def _registered(self) -> int:
-        if not self.db.exists():
+def _construct_claimants(db: Path) -> Callable[[], int]:
+    """How many build processes have claimed a construction in the SQLite store ``db`` (plain
+    sqlite3, read-only)."""
+    def claimed() -> int:
+        if not db.exists():
             return 0
-        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=5)
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
         try:
             return int(con.execute("SELECT count(DISTINCT worker_id) FROM stage_run WHERE stage = 'construct'")
                        .fetchone()[0])
@@ -266,17 +265,7 @@ class _AnswerWhenBothConstruct:
             return 0
         finally:
             con.close()
-
-    def __call__(self, body: dict[str, Any], headers: Mapping[str, str]) -> Any:
-        # each answer waits at most 4 s, well inside the client's 10 s timeout (a timed-out request
-        # would be sent again); a slow answer still leaves the helper time to start
-        deadline = time.monotonic() + 4
-        while not self._open.is_set() and time.monotonic() < deadline:
-            if self._registered() >= self.workers:
-                self._open.set()
-            else:
-                time.sleep(0.2)
-        return self.inner(body, headers)
+    return claimed
 
 
 def test_build_workers_flag_runs_helper_processes_on_the_same_store(tmp_path: Path) -> None:
@@ -289,8 +278,8 @@ def test_build_workers_flag_runs_helper_processes_on_the_same_store(tmp_path: Pa
     # No model answer until the helper process has claimed construction work: on a loaded machine its start-up
     # (seconds of imports) used to outlast the whole construction, so "the helper did no
     # construction" failed by timing, not by a fault.
-    gated = _AnswerWhenBothConstruct(ScriptedModel(), Path(str(make_url(load_settings(config).store.url).database)),
-                                         workers=2)
+    gated = AnswerWhenAllConstruct(
+        ScriptedModel(), _construct_claimants(Path(str(make_url(load_settings(config).store.url).database))), workers=2)
     with FakeOpenAIServer(gated, latency=0.2) as srv:
         config = write_config(tmp_path / "workers", base_url=srv.base_url, corpus=corpus)
         build = _worker(config, "build", "--workers", "2")
