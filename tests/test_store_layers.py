@@ -99,3 +99,21 @@ def test_a_call_record_carries_every_column_the_ledger_writes() -> None:
     assert set(CALL_FIELDS) <= {f.name for f in dataclasses.fields(CallRecord)}
     line = {name for name in vars(BatchLineFields) if not name.startswith("_")}
     assert line <= {f.name for f in dataclasses.fields(LineResult)}
+
+
+def test_runs_scoped_to_papers_gives_their_newest_attempts_as_the_whole_listing_does(tmp_path: Path) -> None:
+    """``Store.runs(paper_ids=...)`` (a batch's look-up) is the full listing filtered to those
+    papers: the newest attempt of each (paper, stage, subject), never an older one."""
+    from arcticqa.store.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    for pid in ("p1", "p2", "p3"):
+        for status in ("failed", "succeeded"):  # two attempts each: only the second is the newest
+            store.record_run(pid, "prefilter", "", input_hash="h", status=status)
+        store.record_run(pid, "fetch_fulltext", "", input_hash="h", status="rejected")
+    whole = [(r.paper_id, r.stage, r.attempt, r.status) for r in store.runs(stage="prefilter")]
+    scoped = [(r.paper_id, r.stage, r.attempt, r.status) for r in store.runs(stage="prefilter", paper_ids=["p1", "p3"])]
+    assert scoped == [row for row in whole if row[0] in ("p1", "p3")] == [("p1", "prefilter", 2, "succeeded"),
+                                                                           ("p3", "prefilter", 2, "succeeded")]
+    assert [r.paper_id for r in store.runs(paper_ids=["p2"])] == ["p2", "p2"]
+    assert store.runs(stage="prefilter", paper_ids=[]) == []

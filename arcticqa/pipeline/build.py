@@ -181,8 +181,9 @@ def early_outcomes(ctx: BuildContext, stage: str, paper_ids: Sequence[str], earl
     made, as :func:`run_stage_batch` would have reported them), and the papers it did not attempt
     (done before, blocked, held by another worker, or new), which still need a run."""
     report = BatchReport(stage=stage)
-    # one query for the batch (the newest attempt of each paper), not one per paper
-    newest = {r.paper_id: r for r in ctx.store.runs(stage=stage) if not r.subject} if stage in early.stages else {}
+    # one query for the batch (the newest attempt of each of its papers), not one per paper
+    newest = {r.paper_id: r for r in ctx.store.runs(stage=stage, paper_ids=paper_ids) if not r.subject} \
+        if stage in early.stages else {}
     left: list[str] = []
     for pid in paper_ids:
         run = newest.get(pid)

@@ -340,18 +340,22 @@ class RunLog:
             insert_calls(conn, calls, run_id)
         return new_id
 
-    def runs(self, *, stage: str | None = None, status: str | None = None) -> list[StageRun]:
-        """The newest attempt of every (paper, stage, subject)."""
+    def runs(self, *, stage: str | None = None, status: str | None = None,
+             paper_ids: Sequence[str] | None = None) -> list[StageRun]:
+        """The newest attempt of every (paper, stage, subject); ``paper_ids``: of those papers only."""
         with read_session(self.engine) as s:
-            newest = (select(StageRun.paper_id, StageRun.stage, StageRun.subject,
-                             func.max(StageRun.attempt).label("attempt"))
-                      .group_by(StageRun.paper_id, StageRun.stage, StageRun.subject).subquery())
-            q = select(StageRun).join(newest, and_(col(StageRun.paper_id) == newest.c.paper_id,
-                                                   col(StageRun.stage) == newest.c.stage,
-                                                   col(StageRun.subject) == newest.c.subject,
-                                                   col(StageRun.attempt) == newest.c.attempt))
+            newest = select(StageRun.paper_id, StageRun.stage, StageRun.subject,
+                            func.max(StageRun.attempt).label("attempt"))
+            # the scope goes into the grouping too, so a batch's look-up reads its own papers' rows
             if stage:
-                q = q.where(StageRun.stage == stage)
+                newest = newest.where(StageRun.stage == stage)
+            if paper_ids is not None:
+                newest = newest.where(col(StageRun.paper_id).in_(list(paper_ids)))
+            latest = newest.group_by(StageRun.paper_id, StageRun.stage, StageRun.subject).subquery()
+            q = select(StageRun).join(latest, and_(col(StageRun.paper_id) == latest.c.paper_id,
+                                                   col(StageRun.stage) == latest.c.stage,
+                                                   col(StageRun.subject) == latest.c.subject,
+                                                   col(StageRun.attempt) == latest.c.attempt))
             if status:
                 q = q.where(StageRun.status == status)
             return list(s.exec(q.order_by(StageRun.paper_id, StageRun.stage, StageRun.subject)).all())
