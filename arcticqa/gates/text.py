@@ -7,6 +7,7 @@ tokenise it with :func:`words` when whole-word matching is needed.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -41,6 +42,7 @@ STOPWORDS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize(text: str) -> str:
     """NFKC, case-folded, unified dashes/quotes/degree signs, single spaces, stripped."""
     text = unicodedata.normalize("NFKC", text).translate(_DEGREE_LOOKALIKES)
@@ -77,12 +79,18 @@ def content_words(text: str) -> list[str]:
 
 def contains_phrase(haystack: str, phrase: str) -> bool:
     """Whole-word, case- and punctuation-insensitive containment of ``phrase`` in ``haystack``."""
-    needle = [_singular(w) for w in words(phrase)]
+    needle = _phrase_words(phrase)
     if not needle:
         return False
-    hay = [_singular(w) for w in words(haystack)]
+    hay = _phrase_words(haystack)
     n = len(needle)
     return any(hay[i:i + n] == needle for i in range(len(hay) - n + 1))
+
+
+@functools.lru_cache(maxsize=1024)
+def _phrase_words(text: str) -> tuple[str, ...]:
+    # the gates ask about many phrases in the same evidence text: it is tokenised once
+    return tuple(_singular(w) for w in words(text))
 
 
 _ABBREVIATIONS = ("et al.", "e.g.", "i.e.", "fig.", "figs.", "ca.", "c.", "approx.", "eq.", "no.",
