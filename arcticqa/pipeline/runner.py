@@ -35,10 +35,11 @@ from arcticqa.evidence import Document
 from arcticqa.llm.gateway import CallRecord, Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.pipeline.ledger import StoreLedger
+from arcticqa.pipeline.step_writes import StepWrites
 from arcticqa.rules import Rejection
 from arcticqa.stages.results import StepResult
 from arcticqa.standins.offline.roles import OFFLINE_ROLES
-from arcticqa.store.runs import EvidenceValues, input_hash
+from arcticqa.store.runs import EvidenceValues, FinishedStep, input_hash
 from arcticqa.store.store import Store, open_store
 from arcticqa.store.tables import EVIDENCE_TABLES, StageRun, utcnow
 
@@ -84,6 +85,8 @@ class BuildContext:
     #: the gateway's recorder on the store; construction steps hold their call records for their
     #: own write (:meth:`StoreLedger.held`)
     ledger: StoreLedger | None = None
+    #: group commit of construction steps (:mod:`arcticqa.pipeline.step_writes`)
+    step_writes: StepWrites | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -197,7 +200,7 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
                 httpx.AsyncClient() as http, _frozen_heap():
             yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id,
-                               ledger=ledger)
+                               ledger=ledger, step_writes=StepWrites(store))
     finally:
         heartbeat.stop()
         if own_store:
@@ -311,6 +314,13 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
     return report
 
 
+def _taken(calls: list[CallRecord]) -> list[CallRecord]:
+    """The step's held call records, handed to its write (which keeps them even if the row fails)."""
+    taken = list(calls)
+    calls.clear()
+    return taken
+
+
 class StoreStepRunner:
     """Memoises the steps of a multi-step stage (item construction) in ``stage_run`` rows.
 
@@ -372,14 +382,19 @@ class StoreStepRunner:
         try:
             result = await fn()
         except BaseException as exc:
-            self.ctx.store.record_run(self.paper_id, stage, subject, status="failed", error=exc, calls=calls,
-                                      **common)
-            calls.clear()
+            await self._write(FinishedStep(self.paper_id, stage, subject, status="failed", error=exc,
+                                           calls=_taken(calls), **common))
             raise
-        self.ctx.store.record_run(self.paper_id, stage, subject, **self._outcome(stage, result), calls=calls,
-                                  **common)
-        calls.clear()
+        await self._write(FinishedStep(self.paper_id, stage, subject, **self._outcome(stage, result),
+                                       calls=_taken(calls), **common))
         return result
+
+    async def _write(self, step: FinishedStep) -> None:
+        writes = self.ctx.step_writes
+        if writes is not None:
+            await writes.record(step)
+        else:
+            self.ctx.store.record_runs([step])
 
     def _outcome(self, stage: str, result: StepResult) -> dict[str, Any]:
         rejections: list[Rejection] = list(getattr(result, "rejections", []) or [])
