@@ -9,7 +9,7 @@ the hot path of every model call). mypy checks that the two shapes fit where the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,6 +33,8 @@ CALL_FIELDS = ("request_hash", "attempt", "role", "provider", "model", "prompt_v
 _CACHED_OUTPUT = select(_CALL.c.parsed).where(
     _CALL.c.request_hash == bindparam("request_hash"), _CALL.c.error.is_(None), _CALL.c.parsed.is_not(None),
     _CALL.c.cache_hit.is_(False)).limit(1)
+_ANSWERED = select(_CALL.c.request_hash).where(_CALL.c.error.is_(None), _CALL.c.parsed.is_not(None),
+                                               _CALL.c.cache_hit.is_(False))
 _INSERT_CALL = insert(_CALL)
 _ANSWER_LINE = update(_BATCH_LINE).where(_BATCH_LINE.c.batch_id == bindparam("b_batch"),
                                          _BATCH_LINE.c.custom_id == bindparam("b_custom"))
@@ -114,6 +116,11 @@ class ModelLedger:
         with self.engine.connect() as conn:
             parsed = conn.execute(_CACHED_OUTPUT, {"request_hash": request_hash}).scalar()
             return parsed if isinstance(parsed, dict) else None
+
+    def answered_requests(self) -> Iterator[str]:
+        """The request hash of every stored answer :meth:`cached_output` would return."""
+        with self.engine.connect() as conn:
+            yield from conn.execute(_ANSWERED).scalars()
 
     def record_calls(self, records: Sequence[ModelCallFields], *, run_id: str | None = None) -> None:
         if not records:
