@@ -101,3 +101,38 @@ def test_attempts_of_one_step_in_one_batch_are_numbered_in_order(store: Store) -
     asyncio.run(main())
     runs = store.runs(stage="verify")
     assert [(r.paper_id, r.attempt, r.status) for r in runs] == [("p3", 2, "succeeded")]
+
+
+def test_steps_of_every_shape_share_the_transaction(store: Store, caplog: pytest.LogCaptureFixture) -> None:
+    """Failed, rejected and succeeded steps, with and without a prompt version, rejections or
+    evidence, in one group: one transaction, and each row as its own step would have it."""
+    from arcticqa.rules import Rejection
+    from arcticqa.store.runs import EvidenceValues
+    from arcticqa.store.tables import EVIDENCE_TABLES
+
+    question = EVIDENCE_TABLES["question"]
+    steps = [
+        _step(0),
+        FinishedStep("p1", "verify", "fd-1/r0", input_hash="h1", status="failed", error=RuntimeError("endpoint down"),
+                     calls=[_call("1")]),
+        FinishedStep("p2", "question", "fd-1/r0", input_hash="h2", status="rejected", output={"q": None},
+                     prompt_version="question_writer/v3",
+                     rejections=[Rejection(stage="question", rule_id="question.answer_leak", message="leak")]),
+        FinishedStep("p3", "question", "fd-1/r0", input_hash="h3", status="succeeded", output={"q": "?"},
+                     evidence=[EvidenceValues(question, {"paper_id": "p3", "payload": {"q": "?"}})]),
+    ]
+    writes = StepWrites(store)
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(*(writes.record(s) for s in steps)))
+
+    ids = asyncio.run(main())
+    assert (writes.steps, writes.transactions) == (4, 1)
+    assert "writing each alone" not in caplog.text
+    runs = {r.paper_id: r for r in store.runs()}
+    assert [runs[f"p{i}"].id for i in range(4)] == ids
+    assert (runs["p1"].status, runs["p1"].error_class, runs["p1"].error_message) == ("failed", "RuntimeError",
+                                                                                     "endpoint down")
+    assert runs["p2"].prompt_version == "question_writer/v3" and runs["p0"].prompt_version is None
+    assert [(r.paper_id, r.rule_id, r.stage_run_id) for r in store.rejections()] == [
+        ("p2", "question.answer_leak", ids[2])]

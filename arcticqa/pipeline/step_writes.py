@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
 from arcticqa.store.runs import FinishedStep
 from arcticqa.store.store import Store
 
 __all__ = ["StepWrites"]
 
+_log = logging.getLogger(__name__)
 _Pending = list[tuple[FinishedStep, "asyncio.Future[int]"]]
 
 
@@ -51,7 +53,9 @@ class StepWrites:
             return
         try:
             ids = self.store.record_runs([step for step, _ in batch])
-        except Exception:  # noqa: BLE001 - one bad step must fail only its own caller: write each alone
+        except Exception as exc:  # noqa: BLE001 - one bad step must fail only its own caller: write each alone
+            _log.warning("%d construction steps could not be written together (%s: %s); writing each alone",
+                         len(batch), type(exc).__name__, exc)
             self._one_by_one(batch)
             return
         self.transactions += 1

@@ -53,8 +53,11 @@ _SPAN = SpanRow.__table__  # type: ignore[attr-defined]
 _WHERE_STEP = and_(_RUN.c.paper_id == bindparam("paper_id"), _RUN.c.stage == bindparam("stage"),
                    _RUN.c.subject == bindparam("subject"))
 _NEWEST_RUN = select(_RUN).where(_WHERE_STEP).order_by(_RUN.c.attempt.desc()).limit(1)
-_LAST_ATTEMPT = select(func.max(_RUN.c.attempt)).where(_WHERE_STEP)
 _INSERT_RUN = insert(_RUN)
+#: several rows in one statement, their ids in the order of the rows given
+_INSERT_RUNS = insert(_RUN).returning(_RUN.c.id, sort_by_parameter_order=True)
+_LAST_ATTEMPTS = select(_RUN.c.paper_id, _RUN.c.stage, _RUN.c.subject, func.max(_RUN.c.attempt).label("attempt")).where(
+    _RUN.c.paper_id.in_(bindparam("papers", expanding=True))).group_by(_RUN.c.paper_id, _RUN.c.stage, _RUN.c.subject)
 _CLOSE_RUN = update(_RUN).where(_RUN.c.id == bindparam("b_id"))  # SET takes the columns given
 _INSERT_REJECTION = insert(_REJECTION)
 
@@ -62,6 +65,10 @@ _INSERT_REJECTION = insert(_REJECTION)
 def _newest_run(conn: Connection, paper_id: str, stage: str, subject: str) -> StageRun | None:
     row = conn.execute(_NEWEST_RUN, {"paper_id": paper_id, "stage": stage, "subject": subject}).first()
     return StageRun(**row._mapping) if row is not None else None
+
+
+#: the columns :func:`_outcome` sets only when there is something to say
+_UNSET_OUTCOME: dict[str, Any] = {"prompt_version": None, "error_class": None, "error_message": None}
 
 
 def _outcome(status: str, output: BaseModel | dict[str, Any] | None, error: BaseException | None,
@@ -137,12 +144,31 @@ def _column_defaults(model: type[SQLModel]) -> tuple[dict[str, Any], tuple[tuple
 def _write_evidence(conn: Connection, run_id: int, paper_id: str, subject: str, rejections: Sequence[Rejection],
                     evidence: Sequence[SQLModel | EvidenceValues], document: Document | None) -> None:
     """An attempt's rejections, evidence rows and extracted document, owned by ``run_id``."""
+    rejection_rows: list[dict[str, Any]] = []
+    evidence_rows: dict[Any, list[dict[str, Any]]] = {}
+    _evidence_rows(run_id, paper_id, subject, rejections, evidence, rejection_rows, evidence_rows)
+    _insert_evidence(conn, rejection_rows, evidence_rows)
+    if document is not None:
+        owner = {"stage_run_id": run_id, "paper_id": paper_id, "subject": subject}
+        doc_id = _new_id(conn.execute(insert(_DOCUMENT).values(
+            **owner, sha256=document.sha256, status=document.status, pages=document.pages,
+            text=document.text, payload=document.model_dump(mode="json"), created_at=utcnow())))
+        if document.spans:
+            conn.execute(insert(_SPAN), [
+                {"document_id": doc_id, "span_id": sp.id, "section": sp.section, "page": sp.page,
+                 "start": sp.start, "end": sp.end, "sha256": sp.sha256, "text": sp.text}
+                for sp in document.spans])
+
+
+def _evidence_rows(run_id: int, paper_id: str, subject: str, rejections: Sequence[Rejection],
+                   evidence: Sequence[SQLModel | EvidenceValues], rejection_rows: list[dict[str, Any]],
+                   evidence_rows: dict[Any, list[dict[str, Any]]]) -> None:
+    """Add an attempt's rejection and evidence rows (by table) to the lists given."""
     owner = {"stage_run_id": run_id, "paper_id": paper_id, "subject": subject}
-    if rejections:
-        conn.execute(_INSERT_REJECTION, [
-            {**owner, "stage": r.stage, "rule_id": r.rule_id, "message": r.message,
-             "evidence": json.loads(json.dumps(r.evidence, default=str)), "created_at": utcnow()}
-            for r in rejections])
+    rejection_rows.extend(
+        {**owner, "stage": r.stage, "rule_id": r.rule_id, "message": r.message,
+         "evidence": json.loads(json.dumps(r.evidence, default=str)), "created_at": utcnow()}
+        for r in rejections)
     for ev in evidence:
         if isinstance(ev, EvidenceValues):
             table, row = ev.table.__table__, ev.row()  # type: ignore[attr-defined]
@@ -152,16 +178,15 @@ def _write_evidence(conn: Connection, run_id: int, paper_id: str, subject: str, 
         for key, value in owner.items():
             if key in row and row[key] in (None, "", 0):
                 row[key] = value
-        conn.execute(_insert(table), row)
-    if document is not None:
-        doc_id = _new_id(conn.execute(insert(_DOCUMENT).values(
-            **owner, sha256=document.sha256, status=document.status, pages=document.pages,
-            text=document.text, payload=document.model_dump(mode="json"), created_at=utcnow())))
-        if document.spans:
-            conn.execute(insert(_SPAN), [
-                {"document_id": doc_id, "span_id": sp.id, "section": sp.section, "page": sp.page,
-                 "start": sp.start, "end": sp.end, "sha256": sp.sha256, "text": sp.text}
-                for sp in document.spans])
+        evidence_rows.setdefault(table, []).append(row)
+
+
+def _insert_evidence(conn: Connection, rejection_rows: list[dict[str, Any]],
+                     evidence_rows: dict[Any, list[dict[str, Any]]]) -> None:
+    if rejection_rows:
+        conn.execute(_INSERT_REJECTION, rejection_rows)
+    for table, rows in evidence_rows.items():
+        conn.execute(_insert(table), rows)
 
 
 @functools.lru_cache(maxsize=64)
@@ -360,20 +385,36 @@ class RunLog:
         construction step's write, measured; the build's group commit
         (``arcticqa.pipeline.step_writes``) shares it between the steps of concurrent papers.
         """
-        ids: list[int] = []
+        if not steps:
+            return []
         with write_connection(self.engine) as conn:
+            # one statement of each kind for the whole group: per statement, SQLAlchemy's own
+            # CPU is several times SQLite's
+            attempts = {(row.paper_id, row.stage, row.subject): row.attempt for row in conn.execute(
+                _LAST_ATTEMPTS, {"papers": sorted({step.paper_id for step in steps})})}
+            runs: list[dict[str, Any]] = []
             for step in steps:
+                key = (step.paper_id, step.stage, step.subject)
+                attempts[key] = attempts.get(key, 0) + 1
                 changes = _outcome(step.status, step.output, step.error, step.prompt_version)
-                key = {"paper_id": step.paper_id, "stage": step.stage, "subject": step.subject}
-                last = conn.execute(_LAST_ATTEMPT, key).scalar()
-                values: dict[str, Any] = dict(key, attempt=(last or 0) + 1, input_hash=step.input_hash,
-                                              code_version=__version__, run_id=step.run_id,
-                                              worker_id=step.worker_id,
-                                              started_at=step.started_at or changes["finished_at"], **changes)
-                new_id = _new_id(conn.execute(_INSERT_RUN, values))
-                _write_evidence(conn, new_id, step.paper_id, step.subject, step.rejections, step.evidence, None)
-                insert_calls(conn, step.calls, step.run_id)
-                ids.append(new_id)
+                # one statement for many rows needs the same columns in each
+                runs.append({**_UNSET_OUTCOME, **changes, **dict(
+                    paper_id=step.paper_id, stage=step.stage, subject=step.subject, attempt=attempts[key],
+                    input_hash=step.input_hash, code_version=__version__, run_id=step.run_id,
+                    worker_id=step.worker_id, started_at=step.started_at or changes["finished_at"])})
+            ids = [int(row_id) for row_id in conn.execute(_INSERT_RUNS, runs).scalars()]
+            if len(ids) != len(steps):
+                raise StoreError("the database did not return the new rows' ids")
+            rejection_rows: list[dict[str, Any]] = []
+            evidence_rows: dict[Any, list[dict[str, Any]]] = {}
+            calls: dict[str | None, list[ModelCallFields]] = {}
+            for step, new_id in zip(steps, ids, strict=True):
+                _evidence_rows(new_id, step.paper_id, step.subject, step.rejections, step.evidence,
+                               rejection_rows, evidence_rows)
+                calls.setdefault(step.run_id, []).extend(step.calls)
+            _insert_evidence(conn, rejection_rows, evidence_rows)
+            for run_id, records in calls.items():
+                insert_calls(conn, records, run_id)
         return ids
 
     def runs(self, *, stage: str | None = None, status: str | None = None,
