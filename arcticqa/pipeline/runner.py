@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import threading
 import uuid
@@ -55,6 +56,7 @@ __all__ = [
     "LIVE_CONTEXTS",
     "live_context",
     "shared_context",
+    "claimed_attempt",
 ]
 
 R = TypeVar("R", bound=StepResult)
@@ -247,6 +249,16 @@ def _stage_done(ctx: BuildContext, stage: str, run: StageRun | None) -> bool:
     return run.status == "succeeded" or (run.status == "rejected" and stage not in ctx.retry_rejected)
 
 
+#: the attempt :func:`_run_one` claimed for the stage running in this task
+_claimed: contextvars.ContextVar[StageRun | None] = contextvars.ContextVar("arcticqa_claimed_attempt", default=None)
+
+
+def claimed_attempt() -> StageRun | None:
+    """The attempt the runner claimed for the stage that is running in this task (``None``
+    outside the runner): a stage reads its own attempt number here instead of from the store."""
+    return _claimed.get()
+
+
 async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
     latest = ctx.store.latest_run(paper_id, spec.name)
     if _stage_done(ctx, spec.name, latest):  # read-only fast path: no write lock for done work
@@ -267,6 +279,7 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
     if claim.status == "held" or claim.run is None:
         return "claimed_elsewhere"
     run = claim.run
+    claimed = _claimed.set(run)
     try:
         with paper_scope(paper_id):  # model calls inside are charged to this paper's budget
             result = await spec.run(ctx, paper_id)
@@ -281,6 +294,8 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
     except Exception as exc:  # noqa: BLE001 - a paper's failure is recorded, never raised through the flow
         ctx.store.finish_run(run, status="failed", error=exc)
         return "failed"
+    finally:
+        _claimed.reset(claimed)
     ctx.store.finish_run(run, status=result.status, output=result.output, rejections=result.rejections,
                          evidence=result.evidence, document=result.document,
                          prompt_version=result.prompt_version)

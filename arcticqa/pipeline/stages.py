@@ -14,7 +14,7 @@ from arcticqa.config import Settings
 from arcticqa.errors import StageError
 from arcticqa.papers import PaperRecord
 from arcticqa.pipeline.discovery import StoreCheckpoint
-from arcticqa.pipeline.runner import BuildContext, StageResult, StageSpec, StoreStepRunner
+from arcticqa.pipeline.runner import BuildContext, StageResult, StageSpec, StoreStepRunner, claimed_attempt
 from arcticqa.rules import rule
 from arcticqa.sources import resolve_local_pdf
 from arcticqa.stages import extract_text as extract_stage
@@ -237,7 +237,7 @@ async def _construct(ctx: BuildContext, pid: str) -> StageResult:
     document = ctx.store.get_document(pid)
     if document is None:
         raise StageError(f"paper {pid} has no extracted document")
-    current = ctx.store.latest_run(pid, "construct")  # this attempt, claimed by the runner
+    current = claimed_attempt() or ctx.store.latest_run(pid, "construct")  # this attempt
     steps = StoreStepRunner(ctx, pid, first_attempt=current is not None and current.attempt == 1)
     result = await construct_items(paper, document, ctx.llm, options, step=steps)
     items = [ItemRow(item_id=item.item_id, family_id=family, payload=item.model_dump(mode="json"),
