@@ -54,7 +54,7 @@ TARGET_CALL_MS = 3.0
 TARGET_PREFECT_SHARE = 0.10
 #: issue 23: saturation with two build processes
 TARGET_RATIO_TWO = 0.90
-_STORE_METHODS = ("latest_run", "start_run", "claim_run", "finish_run", "record_run", "record_runs", "record_calls",
+_STORE_METHODS = ("latest_run", "latest_runs", "start_run", "claim_run", "finish_run", "record_run", "record_runs", "record_outcomes", "record_calls",
                   "cached_output", "get_paper", "get_document", "paper_row", "family_items", "paper_ids")
 
 
@@ -170,8 +170,8 @@ class _TimedRoute:
     count_calls: bool = True
     timings: dict[str, StageTiming] = field(default_factory=lambda: defaultdict(StageTiming))
     calls: list[Any] = field(default_factory=list)
-    #: (steps, transactions) of the construction steps' group commit
-    step_writes: tuple[int, int] = (0, 0)
+    #: (outcomes, transactions) of the attempts' group commit
+    outcome_writes: tuple[int, int] = (0, 0)
 
     @contextlib.contextmanager
     def bind(self, ctx: Any) -> Iterator[Any]:
@@ -207,9 +207,9 @@ class _TimedRoute:
             yield BatchPlan(dispatch=dispatch, discover=discover)
         for stage, spent in timer.spent.items():
             timings[stage].store_s = spent
-        writes = getattr(ctx, "step_writes", None)
+        writes = getattr(ctx, "outcomes", None)
         if writes is not None:
-            self.step_writes = (writes.steps, writes.transactions)
+            self.outcome_writes = (writes.outcomes, writes.transactions)
         if self.count_calls:
             self.calls = [c for c in ctx.store.llm_calls() if not c.cache_hit]
 
@@ -223,7 +223,7 @@ def _local_build(config: Path, *, count_calls: bool = True) -> tuple[dict[str, S
     calls = route.calls
     extra = {"summary": summary.model_dump(mode="json"), "http_calls": len(calls),
              "calls_by_role": dict(sorted(_count(c.role for c in calls).items())),
-             "failed_calls": sum(1 for c in calls if c.error), "step_writes": route.step_writes}
+             "failed_calls": sum(1 for c in calls if c.error), "outcome_writes": route.outcome_writes}
     return dict(route.timings), extra
 
 
@@ -474,16 +474,16 @@ def _report_overhead(n: int, wall: float, timings: dict[str, StageTiming], extra
         print(f"construct: {per_paper:.1f} ms of our CPU per paper (target <= {TARGET_CONSTRUCT_MS:g}: "
               f"{_met(per_paper <= TARGET_CONSTRUCT_MS)}), {per_call:.2f} ms per model call (target <= "
               f"{TARGET_CALL_MS:g}: {_met(per_call <= TARGET_CALL_MS)})")
-    _report_step_writes(extra)
+    _report_outcome_writes(extra)
     if prefect is not None:
         _report_prefect(n, wall, timings, prefect)
 
 
-def _report_step_writes(extra: dict[str, Any]) -> None:
-    steps, transactions = extra.get("step_writes") or (0, 0)
+def _report_outcome_writes(extra: dict[str, Any]) -> None:
+    outcomes, transactions = extra.get("outcome_writes") or (0, 0)
     if transactions:
-        print(f"construction steps written: {steps} in {transactions} transactions "
-              f"({steps / transactions:.1f} a commit; arcticqa.pipeline.step_writes)")
+        print(f"attempt outcomes written (all stages): {outcomes} in {transactions} transactions "
+              f"({outcomes / transactions:.1f} a commit; arcticqa.pipeline.outcomes)")
 
 
 def _report_prefect(n: int, local_wall: float, timings: dict[str, StageTiming], prefect: dict[str, Any],
@@ -597,7 +597,7 @@ def main(argv: list[str] | None = None) -> None:
                     per_worker = [timings]
             _report_saturation(args.papers, args.latency, args.endpoint_concurrency, wall, per_worker, view())
             if args.workers == 1:
-                _report_step_writes(extra)
+                _report_outcome_writes(extra)
 
 
 if __name__ == "__main__":

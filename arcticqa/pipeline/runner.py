@@ -36,11 +36,11 @@ from arcticqa.evidence import Document
 from arcticqa.llm.gateway import CallRecord, Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.pipeline.ledger import StoreLedger
-from arcticqa.pipeline.step_writes import StepWrites
+from arcticqa.pipeline.outcomes import OutcomeWriter
 from arcticqa.rules import Rejection
 from arcticqa.stages.results import StepResult
 from arcticqa.standins.offline.roles import OFFLINE_ROLES
-from arcticqa.store.runs import EvidenceValues, FinishedStep, input_hash
+from arcticqa.store.runs import ClosedAttempt, EvidenceValues, FinishedStep, input_hash
 from arcticqa.store.store import Store, open_store
 from arcticqa.store.tables import EVIDENCE_TABLES, StageRun, utcnow
 
@@ -87,8 +87,8 @@ class BuildContext:
     #: the gateway's recorder on the store; construction steps hold their call records for their
     #: own write (:meth:`StoreLedger.held`)
     ledger: StoreLedger | None = None
-    #: group commit of construction steps (:mod:`arcticqa.pipeline.step_writes`)
-    step_writes: StepWrites | None = None
+    #: group commit of attempt outcomes (:mod:`arcticqa.pipeline.outcomes`)
+    outcomes: OutcomeWriter | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -202,7 +202,7 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
                 httpx.AsyncClient() as http, _frozen_heap():
             yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id,
-                               ledger=ledger, step_writes=StepWrites(store))
+                               ledger=ledger, outcomes=OutcomeWriter(store))
     finally:
         heartbeat.stop()
         if own_store:
@@ -260,11 +260,11 @@ def claimed_attempt() -> StageRun | None:
 
 
 async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
-    latest = ctx.store.latest_run(paper_id, spec.name)
-    if _stage_done(ctx, spec.name, latest):  # read-only fast path: no write lock for done work
+    newest = ctx.store.latest_runs(paper_id, [spec.name] if spec.after is None else [spec.name, spec.after])
+    if _stage_done(ctx, spec.name, newest.get(spec.name)):  # read-only fast path: no write lock for done work
         return "skipped"
     if spec.after is not None:
-        upstream = ctx.store.latest_run(paper_id, spec.after)
+        upstream = newest.get(spec.after)
         if upstream is None or upstream.status != "succeeded":
             # another worker is (or was, if it died) mid-way through the upstream stage: the
             # build's re-check pass comes back to this paper
@@ -284,22 +284,31 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
         with paper_scope(paper_id):  # model calls inside are charged to this paper's budget
             result = await spec.run(ctx, paper_id)
     except ClaimedElsewhere as exc:
-        ctx.store.finish_run(run, status="failed", error=exc)
+        await _write_outcome(ctx, ClosedAttempt(run, status="failed", error=exc))
         return "claimed_elsewhere"
     except BudgetExceeded as exc:
         if _budget_scope(exc) == "run":  # a paper's own cap fails that paper only
             ctx.stopped = str(exc)
-        ctx.store.finish_run(run, status="failed", error=exc)
+        await _write_outcome(ctx, ClosedAttempt(run, status="failed", error=exc))
         return "failed"
     except Exception as exc:  # noqa: BLE001 - a paper's failure is recorded, never raised through the flow
-        ctx.store.finish_run(run, status="failed", error=exc)
+        await _write_outcome(ctx, ClosedAttempt(run, status="failed", error=exc))
         return "failed"
     finally:
         _claimed.reset(claimed)
-    ctx.store.finish_run(run, status=result.status, output=result.output, rejections=result.rejections,
-                         evidence=result.evidence, document=result.document,
-                         prompt_version=result.prompt_version)
+    await _write_outcome(ctx, ClosedAttempt(run, status=result.status, output=result.output,
+                                            rejections=result.rejections, evidence=result.evidence,
+                                            document=result.document, prompt_version=result.prompt_version))
     return result.status
+
+
+async def _write_outcome(ctx: BuildContext, outcome: FinishedStep | ClosedAttempt) -> None:
+    """Write an attempt's outcome; back once it is committed (with other papers' outcomes when
+    the context has an :class:`OutcomeWriter`)."""
+    if ctx.outcomes is not None:
+        await ctx.outcomes.write(outcome)
+    else:
+        ctx.store.record_outcomes([outcome])
 
 
 def _budget_scope(exc: BudgetExceeded) -> str:
@@ -405,11 +414,7 @@ class StoreStepRunner:
         return result
 
     async def _write(self, step: FinishedStep) -> None:
-        writes = self.ctx.step_writes
-        if writes is not None:
-            await writes.record(step)
-        else:
-            self.ctx.store.record_runs([step])
+        await _write_outcome(self.ctx, step)
 
     def _outcome(self, stage: str, result: StepResult) -> dict[str, Any]:
         rejections: list[Rejection] = list(getattr(result, "rejections", []) or [])

@@ -38,7 +38,7 @@ from arcticqa.store.db import read_session, write_connection, write_session
 from arcticqa.store.ledger import ModelCallFields, insert_calls
 from arcticqa.store.tables import DocumentRow, RejectionRow, SpanRow, StageRun, Worker, utcnow
 
-__all__ = ["RunLog", "Claim", "EvidenceValues", "FinishedStep", "input_hash", "HOST", "pid_alive"]
+__all__ = ["RunLog", "Claim", "EvidenceValues", "FinishedStep", "ClosedAttempt", "input_hash", "HOST", "pid_alive"]
 
 # Core tables for the per-step hot path (see arcticqa.store.db.write_connection)
 _RUN = StageRun.__table__  # type: ignore[attr-defined]
@@ -56,6 +56,14 @@ _NEWEST_RUN = select(_RUN).where(_WHERE_STEP).order_by(_RUN.c.attempt.desc()).li
 _INSERT_RUN = insert(_RUN)
 #: several rows in one statement, their ids in the order of the rows given
 _INSERT_RUNS = insert(_RUN).returning(_RUN.c.id, sort_by_parameter_order=True)
+_OLDER = _RUN.alias("older")
+#: the newest attempt of each of several stages of one paper, in one statement
+_NEWEST_RUNS = select(_RUN).where(
+    _RUN.c.paper_id == bindparam("paper_id"), _RUN.c.subject == bindparam("subject"),
+    _RUN.c.stage.in_(bindparam("stages", expanding=True)),
+    _RUN.c.attempt == select(func.max(_OLDER.c.attempt)).where(
+        _OLDER.c.paper_id == _RUN.c.paper_id, _OLDER.c.stage == _RUN.c.stage,
+        _OLDER.c.subject == _RUN.c.subject).scalar_subquery())
 _LAST_ATTEMPTS = select(_RUN.c.paper_id, _RUN.c.stage, _RUN.c.subject, func.max(_RUN.c.attempt).label("attempt")).where(
     _RUN.c.paper_id.in_(bindparam("papers", expanding=True))).group_by(_RUN.c.paper_id, _RUN.c.stage, _RUN.c.subject)
 _CLOSE_RUN = update(_RUN).where(_RUN.c.id == bindparam("b_id"))  # SET takes the columns given
@@ -120,6 +128,22 @@ class FinishedStep:
     run_id: str | None = None
     worker_id: str | None = None
     started_at: datetime | None = None
+    calls: Sequence[ModelCallFields] = ()
+
+
+@dataclass(frozen=True)
+class ClosedAttempt:
+    """A claimed attempt's outcome, as :meth:`RunLog.record_outcomes` writes it (the arguments of
+    ``finish_run``)."""
+
+    run: StageRun
+    status: str
+    output: BaseModel | dict[str, Any] | None = None
+    rejections: Sequence[Rejection] = ()
+    evidence: Sequence[SQLModel | EvidenceValues] = ()
+    document: Document | None = None
+    error: BaseException | None = None
+    prompt_version: str | None = None
     calls: Sequence[ModelCallFields] = ()
 
 
@@ -201,6 +225,51 @@ def _new_id(result: Any) -> int:
     return int(key[0])
 
 
+def _insert_steps(conn: Connection, steps: Sequence[FinishedStep]) -> list[int]:
+    """``stage_run`` rows for finished attempts, with their evidence and calls; their ids."""
+    # one statement of each kind for the whole group: per statement, SQLAlchemy's own
+    # CPU is several times SQLite's
+    attempts = {(row.paper_id, row.stage, row.subject): row.attempt for row in conn.execute(
+        _LAST_ATTEMPTS, {"papers": sorted({step.paper_id for step in steps})})}
+    runs: list[dict[str, Any]] = []
+    for step in steps:
+        key = (step.paper_id, step.stage, step.subject)
+        attempts[key] = attempts.get(key, 0) + 1
+        changes = _outcome(step.status, step.output, step.error, step.prompt_version)
+        # one statement for many rows needs the same columns in each
+        runs.append({**_UNSET_OUTCOME, **changes, **dict(
+            paper_id=step.paper_id, stage=step.stage, subject=step.subject, attempt=attempts[key],
+            input_hash=step.input_hash, code_version=__version__, run_id=step.run_id,
+            worker_id=step.worker_id, started_at=step.started_at or changes["finished_at"])})
+    ids = [int(row_id) for row_id in conn.execute(_INSERT_RUNS, runs).scalars()]
+    if len(ids) != len(steps):
+        raise StoreError("the database did not return the new rows' ids")
+    rejection_rows: list[dict[str, Any]] = []
+    evidence_rows: dict[Any, list[dict[str, Any]]] = {}
+    calls: dict[str | None, list[ModelCallFields]] = {}
+    for step, new_id in zip(steps, ids, strict=True):
+        _evidence_rows(new_id, step.paper_id, step.subject, step.rejections, step.evidence,
+                       rejection_rows, evidence_rows)
+        calls.setdefault(step.run_id, []).extend(step.calls)
+    _insert_evidence(conn, rejection_rows, evidence_rows)
+    for run_id, records in calls.items():
+        insert_calls(conn, records, run_id)
+    return ids
+
+
+def _close(conn: Connection, close: ClosedAttempt) -> dict[str, Any]:
+    """Close a claimed attempt with its outcome, evidence and calls; the columns it changed."""
+    run = close.run
+    if run.id is None:
+        raise StoreError("finish_run needs a stored attempt (one returned by claim_run/start_run)")
+    changes = _outcome(close.status, close.output, close.error, close.prompt_version)
+    if conn.execute(_CLOSE_RUN, {"b_id": run.id, **changes}).rowcount != 1:
+        raise StoreError(f"stage run {run.id} vanished")
+    _write_evidence(conn, run.id, run.paper_id, run.subject, close.rejections, close.evidence, close.document)
+    insert_calls(conn, close.calls, run.run_id)
+    return changes
+
+
 def _host_identity() -> str:
     """This machine *and* pid namespace: two containers on one box may reuse the same pids."""
     try:
@@ -264,6 +333,12 @@ class RunLog:
     def latest_run(self, paper_id: str, stage: str, subject: str = "") -> StageRun | None:
         with self.engine.connect() as conn:
             return _newest_run(conn, paper_id, stage, subject)
+
+    def latest_runs(self, paper_id: str, stages: Sequence[str], subject: str = "") -> dict[str, StageRun]:
+        """The newest attempt of each of ``stages`` that has one (one query for all)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(_NEWEST_RUNS, {"paper_id": paper_id, "subject": subject, "stages": list(stages)})
+            return {row.stage: StageRun(**row._mapping) for row in rows}
 
     def start_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str,
                   run_id: str | None = None, prompt_version: str | None = None) -> StageRun:
@@ -348,14 +423,10 @@ class RunLog:
                    prompt_version: str | None = None, calls: Sequence[ModelCallFields] = ()) -> StageRun:
         """Close an attempt: status, output, rejections, evidence rows and the model calls it made
         (``calls``, as ``llm_call`` rows of the attempt's build run) in one transaction."""
-        if run.id is None:
-            raise StoreError("finish_run needs a stored attempt (one returned by claim_run/start_run)")
-        changes = _outcome(status, output, error, prompt_version)
+        close = ClosedAttempt(run, status=status, output=output, rejections=rejections, evidence=evidence,
+                              document=document, error=error, prompt_version=prompt_version, calls=calls)
         with write_connection(self.engine) as conn:
-            if conn.execute(_CLOSE_RUN, {"b_id": run.id, **changes}).rowcount != 1:
-                raise StoreError(f"stage run {run.id} vanished")
-            _write_evidence(conn, run.id, run.paper_id, run.subject, rejections, evidence, document)
-            insert_calls(conn, calls, run.run_id)
+            changes = _close(conn, close)
         return StageRun(**{**{c.name: getattr(run, c.name) for c in _RUN.columns}, **changes})
 
     def record_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str, status: str,
@@ -379,43 +450,29 @@ class RunLog:
             started_at=started_at, calls=calls)])[0]
 
     def record_runs(self, steps: Sequence[FinishedStep]) -> list[int]:
-        """:meth:`record_run` for several attempts in one transaction (all or none); their ids.
+        """:meth:`record_run` for several attempts in one transaction (all or none); their ids."""
+        return self.record_outcomes(steps)
+
+    def record_outcomes(self, outcomes: Sequence[FinishedStep | ClosedAttempt]) -> list[int]:
+        """Finished attempts (:meth:`record_run`) and closed ones (:meth:`finish_run`) in one
+        transaction, all or none; the ids of their ``stage_run`` rows, in order.
 
         A transaction's fixed cost (the write lock, the commit, the connection) was ~40% of a
         construction step's write, measured; the build's group commit
-        (``arcticqa.pipeline.step_writes``) shares it between the steps of concurrent papers.
+        (``arcticqa.pipeline.outcomes``) shares it between the attempts of concurrent papers.
         """
-        if not steps:
+        if not outcomes:
             return []
+        ids: dict[int, int] = {}
         with write_connection(self.engine) as conn:
-            # one statement of each kind for the whole group: per statement, SQLAlchemy's own
-            # CPU is several times SQLite's
-            attempts = {(row.paper_id, row.stage, row.subject): row.attempt for row in conn.execute(
-                _LAST_ATTEMPTS, {"papers": sorted({step.paper_id for step in steps})})}
-            runs: list[dict[str, Any]] = []
-            for step in steps:
-                key = (step.paper_id, step.stage, step.subject)
-                attempts[key] = attempts.get(key, 0) + 1
-                changes = _outcome(step.status, step.output, step.error, step.prompt_version)
-                # one statement for many rows needs the same columns in each
-                runs.append({**_UNSET_OUTCOME, **changes, **dict(
-                    paper_id=step.paper_id, stage=step.stage, subject=step.subject, attempt=attempts[key],
-                    input_hash=step.input_hash, code_version=__version__, run_id=step.run_id,
-                    worker_id=step.worker_id, started_at=step.started_at or changes["finished_at"])})
-            ids = [int(row_id) for row_id in conn.execute(_INSERT_RUNS, runs).scalars()]
-            if len(ids) != len(steps):
-                raise StoreError("the database did not return the new rows' ids")
-            rejection_rows: list[dict[str, Any]] = []
-            evidence_rows: dict[Any, list[dict[str, Any]]] = {}
-            calls: dict[str | None, list[ModelCallFields]] = {}
-            for step, new_id in zip(steps, ids, strict=True):
-                _evidence_rows(new_id, step.paper_id, step.subject, step.rejections, step.evidence,
-                               rejection_rows, evidence_rows)
-                calls.setdefault(step.run_id, []).extend(step.calls)
-            _insert_evidence(conn, rejection_rows, evidence_rows)
-            for run_id, records in calls.items():
-                insert_calls(conn, records, run_id)
-        return ids
+            steps = [(i, o) for i, o in enumerate(outcomes) if isinstance(o, FinishedStep)]
+            if steps:
+                ids.update(zip((i for i, _ in steps), _insert_steps(conn, [o for _, o in steps]), strict=True))
+            for i, outcome in enumerate(outcomes):
+                if isinstance(outcome, ClosedAttempt):
+                    _close(conn, outcome)
+                    ids[i] = cast(int, outcome.run.id)
+        return [ids[i] for i in range(len(outcomes))]
 
     def runs(self, *, stage: str | None = None, status: str | None = None,
              paper_ids: Sequence[str] | None = None) -> list[StageRun]:

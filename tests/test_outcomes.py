@@ -1,6 +1,6 @@
-"""Group commit of construction steps (arcticqa.pipeline.step_writes) on a real SQLite store:
-steps that finish in one turn of the event loop share a transaction, each caller goes on only once
-its own row is committed, and one step that cannot be written fails only its own caller."""
+"""Group commit of attempt outcomes (arcticqa.pipeline.outcomes) on a real SQLite store:
+outcomes ready in one turn of the event loop share a transaction, each caller goes on only once
+its own row is committed, and one outcome that cannot be written fails only its own caller."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from arcticqa.llm.gateway import CallRecord
-from arcticqa.pipeline.step_writes import StepWrites
+from arcticqa.pipeline.outcomes import OutcomeWriter
 from arcticqa.store.runs import FinishedStep
 from arcticqa.store.store import Store
 
@@ -39,11 +39,11 @@ def store(tmp_path: Path) -> Store:
 
 
 def test_steps_finishing_together_share_one_transaction(store: Store, tmp_path: Path) -> None:
-    writes = StepWrites(store)
+    writes = OutcomeWriter(store)
     seen_at_return: dict[int, list[tuple[object, ...]]] = {}
 
     async def one(i: int) -> int:
-        row_id = await writes.record(_step(i))
+        row_id = await writes.write(_step(i))
         seen_at_return[i] = _committed(tmp_path / "arcticqa.db",
                                        f"SELECT paper_id, status FROM stage_run WHERE id = {row_id}")
         return row_id
@@ -53,7 +53,7 @@ def test_steps_finishing_together_share_one_transaction(store: Store, tmp_path: 
 
     ids = asyncio.run(main())
     assert len(set(ids)) == 12
-    assert (writes.steps, writes.transactions) == (12, 1)
+    assert (writes.outcomes, writes.transactions) == (12, 1)
     # every caller's row was committed (visible to another connection) when its await returned
     assert all(seen_at_return[i] == [(f"p{i}", "succeeded")] for i in range(12))
     calls = _committed(tmp_path / "arcticqa.db", "SELECT request_hash, run_id FROM llm_call ORDER BY id")
@@ -61,11 +61,11 @@ def test_steps_finishing_together_share_one_transaction(store: Store, tmp_path: 
 
 
 def test_a_step_that_cannot_be_written_fails_only_its_caller(store: Store, tmp_path: Path) -> None:
-    writes = StepWrites(store)
+    writes = OutcomeWriter(store)
 
     async def main() -> list[int | BaseException]:
         steps = [_step(0), _step(1, status="bogus"), _step(2)]
-        return list(await asyncio.gather(*(writes.record(s) for s in steps), return_exceptions=True))
+        return list(await asyncio.gather(*(writes.write(s) for s in steps), return_exceptions=True))
 
     first, bad, third = asyncio.run(main())
     assert isinstance(bad, ValueError) and "bad final status" in str(bad)
@@ -78,10 +78,10 @@ def test_a_step_that_cannot_be_written_fails_only_its_caller(store: Store, tmp_p
 
 
 def test_a_cancelled_caller_still_has_its_step_written(store: Store, tmp_path: Path) -> None:
-    writes = StepWrites(store)
+    writes = OutcomeWriter(store)
 
     async def main() -> None:
-        task = asyncio.ensure_future(writes.record(_step(7)))
+        task = asyncio.ensure_future(writes.write(_step(7)))
         await asyncio.sleep(0)  # the step is queued for this turn's transaction
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -93,10 +93,10 @@ def test_a_cancelled_caller_still_has_its_step_written(store: Store, tmp_path: P
 
 
 def test_attempts_of_one_step_in_one_batch_are_numbered_in_order(store: Store) -> None:
-    writes = StepWrites(store)
+    writes = OutcomeWriter(store)
 
     async def main() -> None:
-        await asyncio.gather(writes.record(_step(3, status="failed")), writes.record(_step(3)))
+        await asyncio.gather(writes.write(_step(3, status="failed")), writes.write(_step(3)))
 
     asyncio.run(main())
     runs = store.runs(stage="verify")
@@ -121,13 +121,13 @@ def test_steps_of_every_shape_share_the_transaction(store: Store, caplog: pytest
         FinishedStep("p3", "question", "fd-1/r0", input_hash="h3", status="succeeded", output={"q": "?"},
                      evidence=[EvidenceValues(question, {"paper_id": "p3", "payload": {"q": "?"}})]),
     ]
-    writes = StepWrites(store)
+    writes = OutcomeWriter(store)
 
     async def main() -> list[int]:
-        return list(await asyncio.gather(*(writes.record(s) for s in steps)))
+        return list(await asyncio.gather(*(writes.write(s) for s in steps)))
 
     ids = asyncio.run(main())
-    assert (writes.steps, writes.transactions) == (4, 1)
+    assert (writes.outcomes, writes.transactions) == (4, 1)
     assert "writing each alone" not in caplog.text
     runs = {r.paper_id: r for r in store.runs()}
     assert [runs[f"p{i}"].id for i in range(4)] == ids
@@ -136,3 +136,28 @@ def test_steps_of_every_shape_share_the_transaction(store: Store, caplog: pytest
     assert runs["p2"].prompt_version == "question_writer/v3" and runs["p0"].prompt_version is None
     assert [(r.paper_id, r.rule_id, r.stage_run_id) for r in store.rejections()] == [
         ("p2", "question.answer_leak", ids[2])]
+
+
+def test_closed_attempts_and_steps_share_the_transaction(store: Store) -> None:
+    """The runner's closes of claimed attempts go in the same group as construction steps."""
+    from arcticqa.store.runs import ClosedAttempt
+
+    claims = [store.claim_run(f"p{i}", "construct", "", input_hash="h", worker_id=None, run_id="run-1",
+                              done=lambda run: False) for i in range(3)]
+    writes = OutcomeWriter(store)
+
+    async def main() -> list[int]:
+        return list(await asyncio.gather(
+            writes.write(ClosedAttempt(claims[0].run, status="succeeded", output={"items": []})),  # type: ignore[arg-type]
+            writes.write(_step(5)),
+            writes.write(ClosedAttempt(claims[1].run, status="failed", error=RuntimeError("x"),  # type: ignore[arg-type]
+                                       calls=[_call("c1")])),
+            writes.write(ClosedAttempt(claims[2].run, status="rejected", output={"items": []}))))  # type: ignore[arg-type]
+
+    ids = asyncio.run(main())
+    assert (writes.outcomes, writes.transactions) == (4, 1)
+    assert [ids[0], ids[2], ids[3]] == [c.run.id for c in claims]  # type: ignore[union-attr]
+    runs = {(r.paper_id, r.stage): r for r in store.runs()}
+    assert [runs[(f"p{i}", "construct")].status for i in range(3)] == ["succeeded", "failed", "rejected"]
+    assert runs[("p5", "verify")].id == ids[1]
+    assert {c.request_hash for c in store.llm_calls()} == {"hash-5", "hash-c1"}
