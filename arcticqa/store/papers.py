@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from sqlalchemy import bindparam
+from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -20,6 +22,18 @@ from arcticqa.store.db import read_session, write_session
 from arcticqa.store.tables import DiscoveryPage, DocumentRow, ItemRow, Paper, RawRecord, SpanRow
 
 __all__ = ["PaperArchive"]
+
+# Per-paper reads of the construct stage, as Core statements built once (see arcticqa.store.runs):
+# an ORM session per read, and the document row's full text loaded only to be dropped, cost more
+# than the queries themselves
+_PAPER_T = Paper.__table__  # type: ignore[attr-defined]
+_DOCUMENT_T = DocumentRow.__table__  # type: ignore[attr-defined]
+_ITEM_T = ItemRow.__table__  # type: ignore[attr-defined]
+_PAPER = sa_select(_PAPER_T).where(_PAPER_T.c.paper_id == bindparam("paper_id"))
+_NEWEST_DOCUMENT = sa_select(_DOCUMENT_T.c.payload).where(
+    _DOCUMENT_T.c.paper_id == bindparam("paper_id")).order_by(_DOCUMENT_T.c.id.desc()).limit(1)
+_FAMILY_ITEMS = sa_select(_ITEM_T.c.item_id).where(_ITEM_T.c.family_id == bindparam("family_id")).order_by(
+    _ITEM_T.c.item_id)
 
 
 class PaperArchive:
@@ -68,21 +82,20 @@ class PaperArchive:
             return PaperRecord.model_validate(row.record) if row and row.record else None
 
     def paper_row(self, paper_id: str) -> Paper | None:
-        with read_session(self.engine) as s:
-            return s.get(Paper, paper_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(_PAPER, {"paper_id": paper_id}).first()
+            return Paper(**row._mapping) if row is not None else None
 
     def get_document(self, paper_id: str) -> Document | None:
         """The newest successfully extracted document of a paper."""
-        with read_session(self.engine) as s:
-            row = s.exec(select(DocumentRow).where(DocumentRow.paper_id == paper_id)
-                         .order_by(col(DocumentRow.id).desc())).first()
-            return Document.model_validate(row.payload) if row and row.payload else None
+        with self.engine.connect() as conn:
+            payload = conn.execute(_NEWEST_DOCUMENT, {"paper_id": paper_id}).scalar()
+            return Document.model_validate(payload) if payload else None
 
     def family_items(self, family_id: str) -> list[str]:
         """Item ids already accepted for a paper family."""
-        with read_session(self.engine) as s:
-            return list(s.exec(select(ItemRow.item_id).where(ItemRow.family_id == family_id)
-                               .order_by(col(ItemRow.item_id))).all())
+        with self.engine.connect() as conn:
+            return list(conn.execute(_FAMILY_ITEMS, {"family_id": family_id}).scalars())
 
     def items(self) -> list[ItemRow]:
         with read_session(self.engine) as s:
