@@ -54,8 +54,9 @@ TARGET_CALL_MS = 3.0
 TARGET_PREFECT_SHARE = 0.10
 #: issue 23: saturation with two build processes
 TARGET_RATIO_TWO = 0.90
-_STORE_METHODS = ("latest_run", "latest_runs", "start_run", "claim_run", "finish_run", "record_run", "record_runs", "record_outcomes", "record_calls",
-                  "cached_output", "get_paper", "get_document", "paper_row", "family_items", "paper_ids")
+_STORE_METHODS = ("latest_run", "latest_runs", "start_run", "claim_run", "finish_run", "record_run",
+                  "record_outcomes", "record_calls", "cached_output", "get_paper", "get_document", "paper_row",
+                  "family_items", "paper_ids")
 
 
 @dataclass
@@ -149,15 +150,20 @@ class _StoreTimer:
     def __init__(self, store: Any) -> None:
         self.stage = "discover"
         self.spent: dict[str, float] = defaultdict(float)
+        self._inside = False
         for name in _STORE_METHODS:
             setattr(store, name, self._wrap(getattr(store, name)))
 
     def _wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
+            if self._inside:  # a store method calling another (record_run -> record_outcomes): counted once
+                return fn(*args, **kwargs)
+            self._inside = True
             started = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
+                self._inside = False
                 self.spent[self.stage] += time.perf_counter() - started
         return timed
 

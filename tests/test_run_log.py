@@ -13,10 +13,10 @@ def test_latest_runs_is_latest_run_for_each_stage(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'arcticqa.db'}")
     statuses = {"prefilter": ["succeeded"], "extract_text": ["failed", "failed", "succeeded"],
                 "eligibility": ["rejected", "failed"]}
-    store.record_runs([FinishedStep(pid, stage, "", input_hash="h", status=status)
+    store.record_outcomes([FinishedStep(pid, stage, "", input_hash="h", status=status)
                        for pid in ("p1", "p2") for stage, runs in statuses.items() for status in runs])
     # other subjects and papers must not leak in
-    store.record_runs([FinishedStep("p1", "eligibility", "fd-1/r0", input_hash="h", status="succeeded"),
+    store.record_outcomes([FinishedStep("p1", "eligibility", "fd-1/r0", input_hash="h", status="succeeded"),
                        FinishedStep("p3", "eligibility", "", input_hash="h", status="succeeded")])
     stages = ["prefilter", "extract_text", "eligibility", "construct"]
     newest = store.latest_runs("p1", stages)

@@ -20,7 +20,7 @@ import logging
 from arcticqa.store.runs import ClosedAttempt, FinishedStep
 from arcticqa.store.store import Store
 
-__all__ = ["OutcomeWriter"]
+__all__ = ["OutcomeWriter", "write_alone"]
 
 _log = logging.getLogger(__name__)
 _Outcome = FinishedStep | ClosedAttempt
@@ -71,11 +71,8 @@ class OutcomeWriter:
     def _one_by_one(self, group: _Pending) -> None:
         for outcome, future in group:
             try:
-                row_id = self.store.record_outcomes([outcome])[0]
+                row_id = write_alone(self.store, outcome)
             except Exception as exc:  # noqa: BLE001 - handed to the outcome's caller
-                # the attempt's model calls are kept even when its row cannot be written
-                with contextlib.suppress(Exception):
-                    self.store.record_calls(outcome.calls, run_id=_run_id(outcome))
                 if not future.done():
                     future.set_exception(exc)
                 continue
@@ -85,5 +82,15 @@ class OutcomeWriter:
                 future.set_result(row_id)
 
 
-def _run_id(outcome: _Outcome) -> str | None:
-    return outcome.run.run_id if isinstance(outcome, ClosedAttempt) else outcome.run_id
+def write_alone(store: Store, outcome: _Outcome) -> int:
+    """Write one outcome in a transaction of its own; its row's id.
+
+    If the row cannot be written, the attempt's model calls are kept all the same (they were
+    paid for) and the row's error is raised.
+    """
+    try:
+        return store.record_outcomes([outcome])[0]
+    except Exception:
+        with contextlib.suppress(Exception):
+            store.record_calls(outcome.calls, run_id=outcome.run_id)
+        raise

@@ -36,7 +36,7 @@ from arcticqa.evidence import Document
 from arcticqa.llm.gateway import CallRecord, Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.pipeline.ledger import StoreLedger
-from arcticqa.pipeline.outcomes import OutcomeWriter
+from arcticqa.pipeline.outcomes import OutcomeWriter, write_alone
 from arcticqa.rules import Rejection
 from arcticqa.stages.results import StepResult
 from arcticqa.standins.offline.roles import OFFLINE_ROLES
@@ -224,8 +224,9 @@ async def _frozen_heap() -> AsyncIterator[None]:
     young generation is collected every 100,000 allocations instead of 700, so most of a model
     call's short-lived objects are freed by reference counting before a collection looks at them.
     Measured with bench.bench_pipeline ("GC ms/paper" of construct): 3.2 ms per paper before, 1.3
-    with the freeze alone, 0.5 with both (young threshold 20,000), 0.2-0.3 with 100,000. Nested builds in one process (tests) change this once;
-    the outermost gives the heap back and restores the thresholds when it ends.
+    with the freeze alone, 0.5 with both (young threshold 20,000), 0.2-0.3 with 100,000. Nested
+    builds in one process (tests) change this once; the outermost gives the heap back and restores
+    the thresholds when it ends.
     """
     global _frozen_depth
     if _frozen_depth == 0:
@@ -284,19 +285,19 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
         with paper_scope(paper_id):  # model calls inside are charged to this paper's budget
             result = await spec.run(ctx, paper_id)
     except ClaimedElsewhere as exc:
-        await _write_outcome(ctx, ClosedAttempt(run, status="failed", error=exc))
+        await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
         return "claimed_elsewhere"
     except BudgetExceeded as exc:
         if _budget_scope(exc) == "run":  # a paper's own cap fails that paper only
             ctx.stopped = str(exc)
-        await _write_outcome(ctx, ClosedAttempt(run, status="failed", error=exc))
+        await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
         return "failed"
     except Exception as exc:  # noqa: BLE001 - a paper's failure is recorded, never raised through the flow
-        await _write_outcome(ctx, ClosedAttempt(run, status="failed", error=exc))
+        await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
         return "failed"
     finally:
         _claimed.reset(claimed)
-    await _write_outcome(ctx, ClosedAttempt(run, status=result.status, output=result.output,
+    await _write_outcome(ctx, ClosedAttempt(run=run, status=result.status, output=result.output,
                                             rejections=result.rejections, evidence=result.evidence,
                                             document=result.document, prompt_version=result.prompt_version))
     return result.status
@@ -308,7 +309,7 @@ async def _write_outcome(ctx: BuildContext, outcome: FinishedStep | ClosedAttemp
     if ctx.outcomes is not None:
         await ctx.outcomes.write(outcome)
     else:
-        ctx.store.record_outcomes([outcome])
+        write_alone(ctx.store, outcome)
 
 
 def _budget_scope(exc: BudgetExceeded) -> str:
@@ -386,11 +387,11 @@ class StoreStepRunner:
             try:
                 result = await fn()
             except BaseException as exc:
-                store.finish_run(run, status="failed", error=exc, calls=calls)
-                calls.clear()
+                await _write_outcome(self.ctx, ClosedAttempt(run=run, status="failed", error=exc,
+                                                             calls=_taken(calls)))
                 raise
-            store.finish_run(run, **self._outcome(stage, result), calls=calls)
-            calls.clear()
+            await _write_outcome(self.ctx, ClosedAttempt(run=run, **self._outcome(stage, result),
+                                                         calls=_taken(calls)))
         return result
 
     def _held_calls(self) -> contextlib.AbstractContextManager[list[CallRecord]]:
@@ -406,15 +407,12 @@ class StoreStepRunner:
         try:
             result = await fn()
         except BaseException as exc:
-            await self._write(FinishedStep(self.paper_id, stage, subject, status="failed", error=exc,
-                                           calls=_taken(calls), **common))
+            await _write_outcome(self.ctx, FinishedStep(self.paper_id, stage, subject, status="failed", error=exc,
+                                                        calls=_taken(calls), **common))
             raise
-        await self._write(FinishedStep(self.paper_id, stage, subject, **self._outcome(stage, result),
-                                       calls=_taken(calls), **common))
+        await _write_outcome(self.ctx, FinishedStep(self.paper_id, stage, subject, **self._outcome(stage, result),
+                                                    calls=_taken(calls), **common))
         return result
-
-    async def _write(self, step: FinishedStep) -> None:
-        await _write_outcome(self.ctx, step)
 
     def _outcome(self, stage: str, result: StepResult) -> dict[str, Any]:
         rejections: list[Rejection] = list(getattr(result, "rejections", []) or [])

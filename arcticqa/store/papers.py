@@ -11,7 +11,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import bindparam
-from sqlalchemy import select as sa_select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -29,10 +28,10 @@ __all__ = ["PaperArchive"]
 _PAPER_T = Paper.__table__  # type: ignore[attr-defined]
 _DOCUMENT_T = DocumentRow.__table__  # type: ignore[attr-defined]
 _ITEM_T = ItemRow.__table__  # type: ignore[attr-defined]
-_PAPER = sa_select(_PAPER_T).where(_PAPER_T.c.paper_id == bindparam("paper_id"))
-_NEWEST_DOCUMENT = sa_select(_DOCUMENT_T.c.payload).where(
+_PAPER = select(_PAPER_T).where(_PAPER_T.c.paper_id == bindparam("paper_id"))
+_NEWEST_DOCUMENT = select(_DOCUMENT_T.c.payload).where(
     _DOCUMENT_T.c.paper_id == bindparam("paper_id")).order_by(_DOCUMENT_T.c.id.desc()).limit(1)
-_FAMILY_ITEMS = sa_select(_ITEM_T.c.item_id).where(_ITEM_T.c.family_id == bindparam("family_id")).order_by(
+_FAMILY_ITEMS = select(_ITEM_T.c.item_id).where(_ITEM_T.c.family_id == bindparam("family_id")).order_by(
     _ITEM_T.c.item_id)
 
 

@@ -38,7 +38,7 @@ from arcticqa.store.db import read_session, write_connection, write_session
 from arcticqa.store.ledger import ModelCallFields, insert_calls
 from arcticqa.store.tables import DocumentRow, RejectionRow, SpanRow, StageRun, Worker, utcnow
 
-__all__ = ["RunLog", "Claim", "EvidenceValues", "FinishedStep", "ClosedAttempt", "input_hash", "HOST", "pid_alive"]
+__all__ = ["RunLog", "Claim", "EvidenceValues", "AttemptOutcome", "FinishedStep", "ClosedAttempt", "input_hash", "HOST", "pid_alive"]
 
 # Core tables for the per-step hot path (see arcticqa.store.db.write_connection)
 _RUN = StageRun.__table__  # type: ignore[attr-defined]
@@ -111,40 +111,43 @@ class EvidenceValues:
         return {**fixed, **{name: make() for name, make in made}, **self.values}
 
 
+@dataclass(frozen=True, kw_only=True)
+class AttemptOutcome:
+    """What an attempt ended with, as :meth:`RunLog.record_outcomes` writes it: status, output,
+    rejections, evidence rows and the model calls it made."""
+
+    status: str
+    output: BaseModel | dict[str, Any] | None = None
+    rejections: Sequence[Rejection] = ()
+    evidence: Sequence[SQLModel | EvidenceValues] = ()
+    error: BaseException | None = None
+    prompt_version: str | None = None
+    calls: Sequence[ModelCallFields] = ()
+
+
 @dataclass(frozen=True)
-class FinishedStep:
-    """A finished attempt, as :meth:`RunLog.record_runs` writes it (the arguments of ``record_run``)."""
+class FinishedStep(AttemptOutcome):
+    """An attempt written once, finished (the arguments of :meth:`RunLog.record_run`)."""
 
     paper_id: str
     stage: str
     subject: str
     input_hash: str
-    status: str
-    output: BaseModel | dict[str, Any] | None = None
-    rejections: Sequence[Rejection] = ()
-    evidence: Sequence[SQLModel | EvidenceValues] = ()
-    error: BaseException | None = None
-    prompt_version: str | None = None
     run_id: str | None = None
     worker_id: str | None = None
     started_at: datetime | None = None
-    calls: Sequence[ModelCallFields] = ()
 
 
 @dataclass(frozen=True)
-class ClosedAttempt:
-    """A claimed attempt's outcome, as :meth:`RunLog.record_outcomes` writes it (the arguments of
-    ``finish_run``)."""
+class ClosedAttempt(AttemptOutcome):
+    """A claimed attempt's outcome (the arguments of :meth:`RunLog.finish_run`)."""
 
     run: StageRun
-    status: str
-    output: BaseModel | dict[str, Any] | None = None
-    rejections: Sequence[Rejection] = ()
-    evidence: Sequence[SQLModel | EvidenceValues] = ()
     document: Document | None = None
-    error: BaseException | None = None
-    prompt_version: str | None = None
-    calls: Sequence[ModelCallFields] = ()
+
+    @property
+    def run_id(self) -> str | None:
+        return self.run.run_id
 
 
 @functools.lru_cache(maxsize=64)
@@ -266,7 +269,7 @@ def _close(conn: Connection, close: ClosedAttempt) -> dict[str, Any]:
     if conn.execute(_CLOSE_RUN, {"b_id": run.id, **changes}).rowcount != 1:
         raise StoreError(f"stage run {run.id} vanished")
     _write_evidence(conn, run.id, run.paper_id, run.subject, close.rejections, close.evidence, close.document)
-    insert_calls(conn, close.calls, run.run_id)
+    insert_calls(conn, close.calls, close.run_id)
     return changes
 
 
@@ -444,14 +447,10 @@ class RunLog:
         the same transaction (one commit a step rather than one per call and one for the step);
         the row object is not built (~60 us each, and no caller reads it).
         """
-        return self.record_runs([FinishedStep(
+        return self.record_outcomes([FinishedStep(
             paper_id, stage, subject, input_hash=input_hash, status=status, output=output, rejections=rejections,
             evidence=evidence, error=error, prompt_version=prompt_version, run_id=run_id, worker_id=worker_id,
             started_at=started_at, calls=calls)])[0]
-
-    def record_runs(self, steps: Sequence[FinishedStep]) -> list[int]:
-        """:meth:`record_run` for several attempts in one transaction (all or none); their ids."""
-        return self.record_outcomes(steps)
 
     def record_outcomes(self, outcomes: Sequence[FinishedStep | ClosedAttempt]) -> list[int]:
         """Finished attempts (:meth:`record_run`) and closed ones (:meth:`finish_run`) in one
@@ -463,16 +462,17 @@ class RunLog:
         """
         if not outcomes:
             return []
-        ids: dict[int, int] = {}
         with write_connection(self.engine) as conn:
-            steps = [(i, o) for i, o in enumerate(outcomes) if isinstance(o, FinishedStep)]
-            if steps:
-                ids.update(zip((i for i, _ in steps), _insert_steps(conn, [o for _, o in steps]), strict=True))
-            for i, outcome in enumerate(outcomes):
-                if isinstance(outcome, ClosedAttempt):
+            steps = [o for o in outcomes if isinstance(o, FinishedStep)]
+            step_ids = iter(_insert_steps(conn, steps) if steps else [])
+            ids: list[int] = []
+            for outcome in outcomes:
+                if isinstance(outcome, FinishedStep):
+                    ids.append(next(step_ids))
+                else:
                     _close(conn, outcome)
-                    ids[i] = cast(int, outcome.run.id)
-        return [ids[i] for i in range(len(outcomes))]
+                    ids.append(cast(int, outcome.run.id))
+        return ids
 
     def runs(self, *, stage: str | None = None, status: str | None = None,
              paper_ids: Sequence[str] | None = None) -> list[StageRun]:
