@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -265,6 +266,130 @@ def test_requests_skip_the_sdk_transform_but_leave_byte_for_byte_what_create_sen
     if mode != "tools":
         assert seen[True][0] == ["ice"] * len(conversations)
     assert all(r[1].get("authorization") == "Bearer " + _cfg("x").api_key() for r in seen[True][1])
+
+
+def _reply_models() -> list[type[BaseModel]]:
+    """The response models the build and the evaluator ask for."""
+    from arcticqa.evaluate.open.parse import VerifierVerdict
+    from arcticqa.stages.distractors import DistractorWriterOutput
+    from arcticqa.stages.eligibility import SiteExtractorReply
+    from arcticqa.stages.findings import FindingExtractorOutput
+    from arcticqa.stages.option_check import OptionVerdict, OptionVerdicts
+    from arcticqa.stages.question import QuestionDraft
+    from arcticqa.stages.reconstruct import Reconstruction
+    from arcticqa.stages.verify import Verdict
+
+    return [FindingExtractorOutput, QuestionDraft, Reconstruction, Verdict, DistractorWriterOutput, OptionVerdict,
+            OptionVerdicts, SiteExtractorReply, VerifierVerdict, Word]
+
+
+def test_json_mode_writes_each_models_schema_instruction_once_and_sends_what_instructor_would() -> None:
+    """instructor's JSON-mode request handler, as the provider installs it
+    (``_instruction_once``), gives the same request as instructor's own handler for every reply
+    model and every request shape (the build's, a conversation with re-asks, and the shapes it
+    leaves to instructor), and leaves the caller's messages as they were."""
+    import instructor
+    from instructor.v2.core.registry import mode_registry
+    from instructor.v2.providers.openai.handlers import OpenAIJSONHandler
+
+    from arcticqa.llm.providers import openai as provider
+
+    async def build_client() -> None:
+        async with make_async_client(_cfg("http://127.0.0.1:9/v1")) as raw:
+            provider._instructor_client(raw, instructor.Mode.JSON)
+
+    asyncio.run(build_client())
+    installed = mode_registry.get_handlers(instructor.Provider.OPENAI, instructor.Mode.JSON).request_handler
+    assert getattr(installed, "__wrapped__", None) is not None  # an instructor that moved it fails here
+    original = OpenAIJSONHandler().prepare_request
+    shapes = list(_v1_messages())
+    first = shapes[0]
+    shapes += [
+        [*first, {"role": "assistant", "content": '{"word": 3}'}, {"role": "user", "content": "Fix the errors."}],
+        [{**first[0], "name": "arcticqa"}, first[1]],
+        [first[0], first[0], first[1]],
+        first[1:],  # no system message: instructor's own path
+        [{"role": "system", "content": [{"type": "text", "text": first[0]["content"]}]}, first[1]],
+        [],
+    ]
+    for model in _reply_models():
+        wired = provider._wired(model)
+        for messages in shapes:
+            before = copy.deepcopy(messages)
+            kwargs = {"messages": messages, "model": "m", "temperature": 0.0, "max_tokens": 64}
+            ours = installed(wired, dict(kwargs))
+            assert messages == before
+            theirs = original(wired, copy.deepcopy(kwargs))
+            assert ours[0] is theirs[0] is wired
+            assert ours[1] == theirs[1], (model.__name__, messages[:1])
+
+
+def _answers() -> list[tuple[str, dict[str, Any]]]:
+    """Chat completions as endpoints send them: the stand-in's, and the ways compatible servers
+    differ from OpenAI's schema (each edit applied to a fresh copy of the stand-in's answer)."""
+    from arcticqa.standins.replies import Reply, chat_completion
+
+    def edited(edit: Any, reply: Reply | None = None) -> dict[str, Any]:
+        answer = chat_completion(3, {"model": "m"}, reply or Reply(content='{"word": "ice"}'))
+        edit(answer)
+        return answer
+
+    choice = lambda a: a["choices"][0]  # noqa: E731
+    return [
+        ("stand-in", edited(lambda a: None)),
+        ("refusal", edited(lambda a: None, Reply(content=None, refusal="I can't help with that."))),
+        ("length", edited(lambda a: None, Reply(content='{"word": "ic', finish_reason="length"))),
+        ("cyrillic", edited(lambda a: None, Reply(content='{"word": "лёд −2 °C"}'))),
+        ("extra fields", edited(lambda a: (a.update(system_fingerprint="fp_1", prompt_logprobs=None),
+                                           choice(a).update(stop_reason=None)))),
+        ("tool call", edited(lambda a: choice(a)["message"].update(content=None, tool_calls=[
+            {"id": "call_1", "type": "function", "function": {"name": "Word", "arguments": '{"word": "ice"}'}}]))),
+        ("usage details", edited(lambda a: a["usage"].update(prompt_tokens_details={"cached_tokens": 12}))),
+        # what does not validate as OpenAI's schema, which the SDK's lenient parse took
+        ("unknown finish_reason", edited(lambda a: choice(a).update(finish_reason="eos"))),
+        ("no created", edited(lambda a: a.pop("created"))),
+        ("no usage, null id", edited(lambda a: (a.pop("usage"), a.update(id=None)))),
+        ("string created", edited(lambda a: a.update(created="2026-12-03"))),
+        ("no index", edited(lambda a: choice(a).pop("index"))),
+    ]
+
+
+@pytest.mark.parametrize(("name", "answer"), _answers(), ids=[a[0] for a in _answers()])
+def test_answers_parse_as_the_sdks_lenient_parse_reads_them(name: str, answer: dict[str, Any]) -> None:
+    """``_ChatCompletionAnswer`` validates an answer instead of the SDK's ``construct``; it must
+    give the same ChatCompletion for every answer the SDK took, schema-conforming or not."""
+    from openai._models import construct_type
+    from openai.types.chat import ChatCompletion
+
+    from arcticqa.llm.providers.openai import _ChatCompletionAnswer
+
+    sdk = construct_type(type_=ChatCompletion, value=copy.deepcopy(answer))
+    ours = _ChatCompletionAnswer.build(response=None, data=copy.deepcopy(answer))
+    assert type(ours) is ChatCompletion is type(sdk)
+    assert ours.model_dump(mode="json") == sdk.model_dump(mode="json")
+    # the one difference: validation counts an answer's extra keys as set, construct does not
+    declared = set(ChatCompletion.model_fields)
+    assert ours.model_fields_set & declared == sdk.model_fields_set & declared
+    assert ours.choices[0].message == sdk.choices[0].message
+
+
+def test_an_answer_outside_openais_schema_still_reaches_the_caller() -> None:
+    """Through the real client and instructor: an answer that fails validation as a
+    ChatCompletion (a compatible server's own finish reason, no ``created``) is parsed leniently,
+    as the SDK did, and its content becomes the reply."""
+    from arcticqa.standins.replies import Reply
+
+    def odd(body: dict[str, Any], headers: Any) -> Reply:
+        return Reply(content='{"word": "ice"}', finish_reason="eos")
+
+    async def go(base_url: str) -> str:
+        settings = Settings(models={"m": _cfg(base_url)}, roles={"verifier": "m"})
+        async with Gateway(settings, MemoryRecorder()) as gw:
+            return (await gw.ask("verifier", "_selftest/v1", {"word": "ice"}, Word)).output.word
+
+    with FakeOpenAIServer(odd) as srv:
+        assert asyncio.run(go(srv.base_url)) == "ice"
+        assert len(srv.requests) == 1
 
 
 def test_only_plain_json_requests_take_the_direct_path() -> None:

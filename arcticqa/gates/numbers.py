@@ -51,6 +51,7 @@ _CYRILLIC = re.compile(r"[\u0400-\u04ff]{2,}|\d ?[мгтлсч](?![\w])")
 _FIGURE_DASH = str.maketrans({"\u2012": "\u2013", "\u2010": "-", "\u2011": "-"})
 
 
+@lru_cache(maxsize=4096)
 def prepare_text(text: str) -> str:
     """The form numbers are read from (offsets of :class:`Number` index into it): NFKC (keeps superscripts, which NFKC would flatten into digits), unified degree/minus signs."""
     # thin / no-break spaces group thousands ("12 500"); NFKC would turn them into plain spaces,
