@@ -54,7 +54,7 @@ TARGET_CALL_MS = 3.0
 TARGET_PREFECT_SHARE = 0.10
 #: issue 23: saturation with two build processes
 TARGET_RATIO_TWO = 0.90
-_STORE_METHODS = ("latest_run", "latest_runs", "start_run", "claim_run", "finish_run", "record_run",
+_STORE_METHODS = ("latest_run", "latest_runs", "latest_output", "start_run", "claim_run", "finish_run", "record_run",
                   "record_outcomes", "record_calls", "cached_output", "get_paper", "get_document", "paper_row",
                   "family_items", "paper_ids")
 

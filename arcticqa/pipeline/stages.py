@@ -151,15 +151,15 @@ async def _fetch(ctx: BuildContext, pid: str) -> StageResult:
 
 
 def _fetched_path(ctx: BuildContext, pid: str) -> Path:
-    run = ctx.store.latest_run(pid, "fetch_fulltext")
-    if run is None or run.output is None or not run.output.get("path"):
+    output = ctx.store.latest_output(pid, "fetch_fulltext")
+    if not output or not output.get("path"):
         raise StageError(f"paper {pid} has no fetched PDF")
-    return Path(run.output["path"])
+    return Path(output["path"])
 
 
 def _extract_inputs(ctx: BuildContext, pid: str) -> Any:
-    run = ctx.store.latest_run(pid, "fetch_fulltext")
-    return {"pdf_sha256": run.output.get("sha256") if run and run.output else None,
+    output = ctx.store.latest_output(pid, "fetch_fulltext")
+    return {"pdf_sha256": output.get("sha256") if output else None,
             "limits": ctx.settings.extraction.limits()}
 
 
@@ -184,8 +184,8 @@ def _eligibility_policy(path: Path | None) -> EligibilityPolicy:
 
 
 def _eligibility_inputs(ctx: BuildContext, pid: str) -> Any:
-    run = ctx.store.latest_run(pid, "extract_text")
-    return {"paper": _paper(ctx, pid), "document": run.output.get("sha256") if run and run.output else None,
+    output = ctx.store.latest_output(pid, "extract_text")
+    return {"paper": _paper(ctx, pid), "document": output.get("sha256") if output else None,
             "policy": _eligibility_policy(ctx.settings.policies.eligibility).model_dump(mode="json"),
             "site_extractor": ctx.settings.build.site_extractor}
 
@@ -218,8 +218,8 @@ FAMILY_HAS_ITEM = rule("construct.family_has_item",
 
 
 def _construct_inputs(ctx: BuildContext, pid: str) -> Any:
-    run = ctx.store.latest_run(pid, "extract_text")  # eligibility only gates; the text is the input
-    return {"document": run.output.get("sha256") if run and run.output else None,
+    output = ctx.store.latest_output(pid, "extract_text")  # eligibility only gates; the text is the input
+    return {"document": output.get("sha256") if output else None,
             "options": ConstructionOptions.from_settings(ctx.settings.build)}
 
 

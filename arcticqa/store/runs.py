@@ -53,6 +53,7 @@ _SPAN = SpanRow.__table__  # type: ignore[attr-defined]
 _WHERE_STEP = and_(_RUN.c.paper_id == bindparam("paper_id"), _RUN.c.stage == bindparam("stage"),
                    _RUN.c.subject == bindparam("subject"))
 _NEWEST_RUN = select(_RUN).where(_WHERE_STEP).order_by(_RUN.c.attempt.desc()).limit(1)
+_NEWEST_OUTPUT = select(_RUN.c.output).where(_WHERE_STEP).order_by(_RUN.c.attempt.desc()).limit(1)
 _INSERT_RUN = insert(_RUN)
 #: several rows in one statement, their ids in the order of the rows given
 _INSERT_RUNS = insert(_RUN).returning(_RUN.c.id, sort_by_parameter_order=True)
@@ -336,6 +337,14 @@ class RunLog:
     def latest_run(self, paper_id: str, stage: str, subject: str = "") -> StageRun | None:
         with self.engine.connect() as conn:
             return _newest_run(conn, paper_id, stage, subject)
+
+    def latest_output(self, paper_id: str, stage: str, subject: str = "") -> dict[str, Any] | None:
+        """The output of the newest attempt (None if there is none, or it has none): what
+        ``latest_run(...).output`` is, without building the attempt's row object, which costs
+        more than the query."""
+        with self.engine.connect() as conn:
+            output = conn.execute(_NEWEST_OUTPUT, {"paper_id": paper_id, "stage": stage, "subject": subject}).scalar()
+            return cast(dict[str, Any] | None, output)
 
     def latest_runs(self, paper_id: str, stages: Sequence[str], subject: str = "") -> dict[str, StageRun]:
         """The newest attempt of each of ``stages`` that has one (one query for all)."""
