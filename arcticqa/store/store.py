@@ -47,10 +47,16 @@ def migrate_engine(engine: Engine) -> None:
     try:
         with engine.connect() as conn:
             # several workers may start on a fresh store at once: serialise the migration so
-            # the second one finds the schema at head instead of racing to create it
+            # the second one finds the schema at head instead of racing to create it. The
+            # transaction is begun here, before Alembic looks at the connection: Alembic then
+            # runs every revision inside it. Left to itself on SQLite (no transactional DDL in
+            # its book), it committed after each revision, and a second worker could take the
+            # lock in between, read a half-migrated version and create a table again
+            # ("table eval_response already exists", seen once in CI)
             if engine.dialect.name == "sqlite":
                 conn.info["arcticqa_begin"] = "IMMEDIATE"
-            elif engine.dialect.name == "postgresql":
+            conn.begin()
+            if engine.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
             cfg.attributes["connection"] = conn
             try:
