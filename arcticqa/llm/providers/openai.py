@@ -132,10 +132,10 @@ class _ChatCompletionAnswer(ChatCompletion):
     The SDK builds its response models with its lenient ``construct``: a pure-Python walk of the
     answer, ~0.13 ms a call here, where pydantic's validation of the same answer takes ~0.01 ms.
     A class with a ``build`` classmethod is the SDK's hook for a type that parses answers itself
-    (``openai._types.ModelBuilderProtocol``): the answer is validated as a ``ChatCompletion``, and one that
-    does not validate (a compatible server's missing ``created``, an unknown ``finish_reason``)
-    is constructed the SDK's lenient way, so every answer the SDK took before is taken as
-    before. tests/test_providers.py checks that both give the same object for the same answer.
+    (``openai._types.ModelBuilderProtocol``): the answer is validated as a ``ChatCompletion``,
+    and one that does not validate (a compatible server's missing ``created``, an unknown
+    ``finish_reason``) is constructed the SDK's lenient way, so every answer the SDK took before
+    is taken as before. tests/test_providers.py checks that both give the same object for the same answer.
     """
 
     @classmethod
@@ -156,8 +156,8 @@ def _direct_create(raw: AsyncOpenAI) -> Callable[..., Any]:
     what it was given, at ~0.5 ms of our CPU a call (10% of the construct stage, py-spy). Such a
     request goes out through the client's own documented ``post`` (the same auth, retries and
     transport; the answer parsed by :class:`_ChatCompletionAnswer`); anything else (a stream, a
-    pydantic object in a message, a type the SDK converts) takes ``create`` unchanged. tests/test_providers.py checks
-    that both send the same method, path, headers and body.
+    pydantic object in a message, a type the SDK converts) takes ``create`` unchanged.
+    tests/test_providers.py checks that both send the same method, path, headers and body.
     """
     completions = raw.chat.completions
 
