@@ -289,7 +289,8 @@ class PrefectSettings(_Section):
     idle_shutdown_s: float = Field(900.0, gt=0)
     #: while a shared server that is not answering yet starts, run discovery and the stages that
     #: call no model (prefilter, fetch_fulltext, extract_text; eligibility too with
-    #: ``build.site_extractor = "never"``) instead of waiting for it first
+    #: ``build.site_extractor = "never"``), then the later stages until it answers, instead of
+    #: waiting for it first
     early_stages: bool = True
 
 

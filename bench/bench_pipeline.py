@@ -11,11 +11,12 @@ whole build (discovery → prefilter → fetch → extract → eligibility → c
    build also runs as the ``build-arcticqa`` Prefect flow, and the difference is Prefect's
    share: on ``PREFECT_API_URL`` if set, else side by side: Prefect's temporary server; the
    shared server's first build, which starts it, once waiting for it before the flow and once
-   running discovery and the stages that call no model while it starts (``[prefect]
-   early_stages``), alternated ``--cold-runs`` times; a last build that reuses it. Prefect's
-   share is printed two ways: the flow's wall minus the same build without Prefect (run once
-   more after the overhead build, so that this process is as warm as for the flows), and the
-   flow's wall minus its task bodies and discovery (which counts early work as Prefect's). Target: <= 50 ms per paper per stage; Prefect's share <= 10%.
+   working while it starts (``[prefect] early_stages``: discovery, the stages that call no
+   model, then the rest until it answers), alternated ``--cold-runs`` times; a last build that
+   reuses it. Prefect's share is printed two ways: the flow's wall minus the same build
+   without Prefect (run once more after the overhead build, so that this process is as warm as
+   for the flows), and the flow's wall minus its task bodies and discovery (which counts early
+   work as Prefect's). Target: <= 50 ms per paper per stage; Prefect's share <= 10%.
 2. **saturation** (server latency ``--latency`` s, at most ``--endpoint-concurrency`` requests
    in progress at the server): achieved calls/s during the model-calling stages against the
    ideal ``concurrency / latency``. Target: >= 80%.
@@ -355,7 +356,7 @@ def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.N
     os.environ["PREFECT_HOME"] = str(home)
     try:
         ensure_server(60.0, timeout_s=float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
-        pair = ((False, "waits for it (before)"), (True, "early stages meanwhile"))
+        pair = ((False, "waits for it (before)"), (True, "early work meanwhile"))
         for i in range(args.cold_runs):
             # the order alternates too, so neither variant always runs first
             for early, label in pair if i % 2 == 0 else pair[::-1]:

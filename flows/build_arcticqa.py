@@ -54,8 +54,8 @@ from arcticqa.pipeline.build import (
     EarlyWork,
     Orchestrator,
     build,
-    early_outcomes,
     execute,
+    run_batch_after_early,
     run_early,
 )
 from arcticqa.pipeline.runner import (
@@ -64,11 +64,10 @@ from arcticqa.pipeline.runner import (
     StageSpec,
     live_context,
     open_build_context,
-    run_stage_batch,
     shared_context,
 )
 from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers, stages_without_model
-from flows.prefect_server import ensure_server, start_server, using_server, wait_for_server
+from flows.prefect_server import ensure_server, start_server, using_server, wait_for_server, watch_server
 
 __all__ = ["build_arcticqa", "settings_overrides", "flow_for", "dask_task_runner", "PrefectOrchestrator",
            "PREFECT"]
@@ -96,20 +95,12 @@ async def _run_batch(ctx: BuildContext, spec: StageSpec, paper_ids: list[str], e
     """The batch's papers the early work attempted are reported as it recorded them (and said so
     in the task's log); the others run now."""
     work = EarlyWork.model_validate(early) if early is not None else None
-    if work is None or spec.name not in work.stages:
-        return await run_stage_batch(ctx, spec, paper_ids)
-    report, left = early_outcomes(ctx, spec.name, paper_ids, work)
-    if report.statuses:
+    report, done = await run_batch_after_early(ctx, spec, paper_ids, work)
+    if work is not None and done is not None and done.statuses:
         get_run_logger().info(
             "%s: %d of %d papers were done before this flow run, while the Prefect server started (run %s, "
-            "%.1f s): %s", spec.name, len(report.statuses), len(paper_ids), work.run_id, work.seconds,
-            dict(sorted(report.counts.items())))
-    if left:
-        rest = await run_stage_batch(ctx, spec, left)
-        report.counts.update(rest.counts)
-        report.statuses.update(rest.statuses)
-        report.errors.update(rest.errors)
-        report.stopped = rest.stopped
+            "%.1f s): %s", spec.name, len(done.statuses), len(paper_ids), work.run_id, work.seconds,
+            dict(sorted(done.counts.items())))
     return report
 
 
@@ -217,7 +208,9 @@ async def _build(settings: Settings, resume: bool, retry_rejected: list[str] | N
                        parallelism=max(settings.build.dask_workers, 1) if distributed else 1, early=early)
     # after early work the discover task stands for the discovery it did, resume or not
     options = BuildOptions(resume=resume and early is None, retry_rejected=tuple(rejected))
-    summary = await execute(settings, options, route)
+    # the build's budget goes on from what the early work's model calls spent
+    budget = EarlyWork.model_validate(early).budget(settings) if early is not None else None
+    summary = await execute(settings, options, route, budget=budget)
     return summary.model_dump(mode="json")
 
 
@@ -263,10 +256,11 @@ def _api_server(settings: Settings, options: BuildOptions) -> Iterator[EarlyWork
     ``flows.prefect_server`` (``[prefect] server = "shared"``), or Prefect's temporary one; the
     build counts as the shared server's user while it runs, so the server does not idle out.
 
-    A shared server that is not answering yet is started without waiting for it, and discovery
-    and the stages that call no model run meanwhile (``[prefect] early_stages``); yields what they
-    did (None: no early work). If the server then does not answer, the build fails and the early
-    work stays in the store for a later build to go on from.
+    A shared server that is not answering yet is started without waiting for it, and the build
+    runs meanwhile (``[prefect] early_stages``): discovery and the stages that call no model, then
+    the later stages until the server answers (no paper starts a stage after that); yields what
+    was done (None: no early work). If the server then does not answer, the build fails and the
+    early work stays in the store for a later build to go on from.
     """
     if get_current_settings().api.url or settings.prefect.server != "shared":
         yield None
@@ -278,7 +272,11 @@ def _api_server(settings: Settings, options: BuildOptions) -> Iterator[EarlyWork
         if starting is None:
             server = ensure_server(idle, timeout_s=timeout)
         else:
-            early = asyncio.run(run_early(settings, options, stages_without_model(settings)))
+            answering = watch_server(starting, timeout_s=timeout)
+            # in batch mode a model stage waits for the provider's jobs (minutes to hours): that
+            # waiting belongs in the flow, so the early work stops before the model stages
+            until = None if settings.build.batch else answering.is_set
+            early = asyncio.run(run_early(settings, options, stages_without_model(settings), until=until))
             server = wait_for_server(starting, idle, timeout_s=timeout)
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             yield early

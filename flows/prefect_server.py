@@ -7,8 +7,9 @@ build (docs/performance.md, "Issue 23, section 2"). With ``[prefect] server = "s
 default) a build instead looks for the server an earlier build left running for the same
 ``PREFECT_HOME`` (so the same database), health-checks it and uses it; if there is none, it
 starts one in the background that outlives the build: :func:`ensure_server` starts it and waits
-for it; :func:`start_server` and :func:`wait_for_server` split the two, so the build can run the
-stages that need no server meanwhile (``flows.build_arcticqa``, ``[prefect] early_stages``).
+for it; :func:`start_server` and :func:`wait_for_server` split the two, so the build can work
+meanwhile until :func:`watch_server` says the server answers (``flows.build_arcticqa``,
+``[prefect] early_stages``).
 
 Where it is written down, all under ``$PREFECT_HOME`` (the database it serves lives there too):
 
@@ -39,6 +40,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -51,7 +53,7 @@ from typing import Any
 from arcticqa.errors import BuildFailed
 
 __all__ = ["SharedServer", "prefect_home", "running_server", "ensure_server", "start_server",
-           "wait_for_server", "stop_server", "using_server"]
+           "wait_for_server", "watch_server", "stop_server", "using_server"]
 
 _STATE = "arcticqa-server.json"
 _LOCK = "arcticqa-server.lock"
@@ -246,6 +248,21 @@ def wait_for_server(server: SharedServer, idle_shutdown_s: float, timeout_s: flo
     if _alive(server.pid):
         raise _no_answer(home, server, timeout_s)
     return _ensure(home, idle_shutdown_s, timeout_s, attempts=1)
+
+
+def watch_server(server: SharedServer, timeout_s: float = 90.0) -> threading.Event:
+    """An event set once ``server`` (from :func:`start_server`) answers its health check, or exits,
+    or ``timeout_s`` has passed: whichever comes first, the build should stop doing work ahead of
+    the flow and go to :func:`wait_for_server`, which tells the three apart. Polled from a daemon
+    thread, so the build's event loop never waits on it."""
+    done = threading.Event()
+
+    def watch() -> None:
+        _answers_within(server, timeout_s)
+        done.set()
+
+    threading.Thread(target=watch, name="arcticqa-prefect-server-watch", daemon=True).start()
+    return done
 
 
 @contextmanager

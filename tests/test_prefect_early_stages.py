@@ -1,24 +1,29 @@
-"""Early stages: the first build of a session runs discovery and the stages that call no model
-while the shared Prefect server it started is still starting (``[prefect] early_stages``).
+"""Early stages: the first build of a session runs discovery and the stages that call no model,
+then the later stages until the server answers, while the shared Prefect server it started is
+still starting (``[prefect] early_stages``). Which papers the model stages reach before the server
+answers depends on the machine's speed; tests/test_early_work.py puts the hand-over at a chosen
+paper, without Prefect.
 
 Real server processes, each test with a PREFECT_HOME of its own (stopped afterwards, no process
 left behind), builds run as a user runs them (``python -m flows.build_arcticqa``, ``arcticqa build``):
 
-1. A cold build on the shared server gives the same summary, store and release as the same
-   build without Prefect; the early stages' attempts carry the early run's id, the later
-   stages' the flow's, and no stage was attempted twice.
+1. A cold build on the shared server gives the same summary (spend included), store and release
+   as the same build without Prefect; the attempts of the stages that call no model carry the
+   early run's id, the model stages' that id or the flow's, and no stage was attempted twice.
 2. The flow did not discover again: its summary's discovery is the early one (a second
    discovery of the same source would find every page done and report no new records), and
-   the flow's ``discover`` and early stages' tasks say in their logs that the work was done
-   before the flow run.
+   the flow's ``discover`` task and the tasks of every stage with early attempts say in their
+   logs how many of their papers were done before the flow run.
 3. A server that cannot start fails the build with the error of the shared server's log,
-   after the early work, which stays in the store: a resume without Prefect finishes the build.
+   after the early work (which stops once the server has exited), which stays in the store: a
+   resume without Prefect finishes the build.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -150,7 +155,8 @@ def test_a_cold_build_with_early_stages_equals_the_build_without_prefect(builds:
         by_stage.setdefault(run.stage, set()).add(run.run_id)
     early_ids = set().union(*(by_stage[s] for s in EARLY))
     assert len(early_ids) == 1 and builds.flow["run_id"] not in early_ids, by_stage
-    assert by_stage["eligibility"] == by_stage["construct"] == {builds.flow["run_id"]}
+    # the model stages ran early until the server answered; the flow did the rest
+    assert by_stage["eligibility"] | by_stage["construct"] <= early_ids | {builds.flow["run_id"]}, by_stage
 
     releases = []
     for name, config in (("local", builds.local_config), ("flow", builds.flow_config)):
@@ -172,11 +178,16 @@ def test_the_flow_does_not_discover_again_and_its_tasks_say_what_was_done_early(
     assert all(names[s] >= 1 for s in (*EARLY, "eligibility", "construct")), names
     assert {r["state_type"] for r in builds.task_runs} == {"COMPLETED"}
     assert sum("discovery was done before this flow run" in line for line in builds.log_lines) == 1
-    for stage in EARLY:
-        said = [line for line in builds.log_lines if line.startswith(f"{stage}: ") and "done before this flow run"
-                in line]
-        assert said, f"no task of {stage} said its papers were done early: {builds.log_lines}"
-    assert not any(line.startswith(("eligibility: ", "construct: ")) for line in builds.log_lines)
+    early_papers = Counter(r.stage for r in _attempts(builds.flow_config)
+                           if not r.subject and r.run_id != builds.flow["run_id"])
+    assert all(early_papers[s] == 3 for s in EARLY), early_papers
+    said: Counter[str] = Counter()
+    for line in builds.log_lines:
+        found = re.match(r"(\w+): (\d+) of \d+ papers were done before this flow run", line)
+        if found:
+            said[found[1]] += int(found[2])
+    # each task (a batch) says how many of its papers the early work did, if any
+    assert said == early_papers, (said, early_papers, builds.log_lines)
 
 
 @pytest.mark.slow
@@ -198,8 +209,10 @@ def test_a_server_that_cannot_start_fails_the_build_and_keeps_the_early_work(tmp
         finally:
             left = stop_server(home)
             assert left is None or not _alive(left.pid)
+        # the early work is kept: the stages that call no model, and whatever the model stages
+        # finished before the server exited (all of it, on a fast machine)
         kept = Counter((r.stage, r.status) for r in _attempts(config))
-        assert kept == {(s, "succeeded"): 3 for s in EARLY}, kept
+        assert all(kept[(s, "succeeded")] == 3 for s in EARLY) and {st for _, st in kept} == {"succeeded"}, kept
         resumed = _cli(config, "resume", "--orchestrator", "local")
         assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     finished = Counter((r.stage, r.status) for r in _attempts(config) if r.stage in (*EARLY, "construct"))

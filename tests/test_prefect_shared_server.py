@@ -9,16 +9,21 @@
 3. A server whose state file is gone (its temporary PREFECT_HOME was removed) stops by itself.
 4. A state file whose pid now belongs to another process is not taken for a server: nothing is
    signalled, and the stale file goes.
+5. ``watch_server`` (the early work's signal to stop) is set when the server answers, when it
+   has exited, or at the timeout, whichever comes first.
 """
 
 from __future__ import annotations
 
+import http.server
 import json
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -27,7 +32,14 @@ from pathlib import Path
 import pytest
 
 from arcticqa.standins.server import FakeOpenAIServer
-from flows.prefect_server import SharedServer, ensure_server, running_server, stop_server, using_server
+from flows.prefect_server import (
+    SharedServer,
+    ensure_server,
+    running_server,
+    stop_server,
+    using_server,
+    watch_server,
+)
 from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,3 +160,36 @@ def test_a_pid_reused_by_another_process_is_not_a_server(home: Path) -> None:
     assert running_server(home) is None
     assert stop_server(home) is None  # this test process was not signalled: it is still running
     assert not (home / "arcticqa-server.json").exists()
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        self.send_response(200 if self.path == "/api/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_watch_server_says_when_the_build_should_stop_working_ahead_of_the_flow() -> None:
+    """The early work stops once the server answers, once it has exited, or at the timeout."""
+    # answers: a loopback HTTP server with Prefect's health route, in this (live) process
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health) as health:
+        threading.Thread(target=health.serve_forever, daemon=True).start()
+        try:
+            answering = watch_server(SharedServer(pid=os.getpid(), port=health.server_address[1]), timeout_s=30)
+            assert answering.wait(10)
+        finally:
+            health.shutdown()
+    # exited: a process that is gone is not waited for until the timeout
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    started = time.monotonic()
+    assert watch_server(SharedServer(pid=gone.pid, port=1), timeout_s=30).wait(10)
+    assert time.monotonic() - started < 5
+    # alive but silent: set at the timeout, not before
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        silent = watch_server(SharedServer(pid=os.getpid(), port=free.getsockname()[1]), timeout_s=1.0)
+        assert not silent.wait(0.5)
+        assert silent.wait(10)

@@ -15,10 +15,10 @@ Prefect route, ``flows`` imports this module, this module imports neither.
 ``dispatch`` decides how a batch runs: directly (tests, ``--orchestrator local``) or as one
 Prefect task (the ``build-arcticqa`` flow). Either way the store is the durable truth.
 
-On the Prefect route a build may start with *early work* (:func:`run_early`): discovery and the
-stages that call no model, run directly while the flow's API server starts; the flow's tasks
-for those stages then report what the early work recorded (:func:`early_outcomes`) instead of
-running them again.
+On the Prefect route a build may start with *early work* (:func:`run_early`), run directly while
+the flow's API server starts: discovery and the stages that call no model, then the later stages
+until the server answers; the flow's tasks then report what the early work recorded
+(:func:`early_outcomes`) and run only the rest (:func:`run_batch_after_early`).
 
 Several builds may run at once on one store (``docs/scale-out.md``): each claims paper stages
 as it goes, and after its pass re-checks the papers another worker held until none are left.
@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arcticqa.config import Settings, read_env_file
 from arcticqa.errors import ConfigError, FailureThresholdExceeded
+from arcticqa.llm.gateway import Budget
 from arcticqa.pipeline.runner import BatchReport, BuildContext, StageSpec, open_build_context, run_stage_batch
 from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers
 
@@ -57,6 +58,7 @@ __all__ = [
     "execute",
     "run_early",
     "early_outcomes",
+    "run_batch_after_early",
     "run_build",
     "batches",
 ]
@@ -125,16 +127,19 @@ class _DirectRoute:
 
 
 async def execute(settings: Settings, options: BuildOptions, route: Route | None = None,
-                  stages: Sequence[StageSpec] | None = None) -> BuildSummary:
+                  stages: Sequence[StageSpec] | None = None, *, budget: Budget | None = None,
+                  hand_over: Callable[[str], bool] | None = None) -> BuildSummary:
     """Open a build context and run the build in it: the one place this sequence is written.
 
     ``stages``: only these (discovery and the first stages, :func:`run_early`); one process only.
-    With ``options.workers > 1``, discovery runs here once, then ``workers - 1`` helper processes
-    (:func:`_helper`) resume the build on the same store beside this one; a helper that exits
-    non-zero is reported under ``errors["workers"]``.
+    ``budget`` and ``hand_over``: the context's (:func:`open_build_context`), for early work and
+    the flow run after it. With ``options.workers > 1``, discovery runs here once, then
+    ``workers - 1`` helper processes (:func:`_helper`) resume the build on the same store beside
+    this one; a helper that exits non-zero is reported under ``errors["workers"]``.
     """
     route = route or _DirectRoute()
-    async with open_build_context(settings, retry_rejected=options.retry_rejected) as ctx:
+    async with open_build_context(settings, retry_rejected=options.retry_rejected, budget=budget,
+                                  hand_over=hand_over) as ctx:
         with route.bind(ctx) as plan:
             if options.workers == 1:
                 return await run_build(ctx, discover=not options.resume, dispatch=plan.dispatch,
@@ -153,33 +158,55 @@ class EarlyWork(BaseModel):
 
     #: the run id of the early work's build context; its stage attempts carry it
     run_id: str
-    #: the stages it ran, in build order
+    #: the stages it ran, in build order (those that call a model only until the server answered)
     stages: tuple[str, ...]
     #: what its discovery reported (None: a resume with no discovery to finish)
     discovered: dict[str, Any] | None = None
     #: wall time of the early work
     seconds: float = 0.0
+    #: what its model calls cost, in all and by paper: the flow's budget goes on from there
+    spent_usd: float = 0.0
+    paper_spent_usd: dict[str, float] = Field(default_factory=dict)
+
+    def budget(self, settings: Settings) -> Budget:
+        """The settings' spending caps, with what the early work spent already counted."""
+        return Budget(settings.build.budget_usd, settings.build.budget_per_paper_usd, spent_usd=self.spent_usd,
+                      paper_spent_usd=dict(self.paper_spent_usd))
 
 
-async def run_early(settings: Settings, options: BuildOptions, stages: Sequence[StageSpec]) -> EarlyWork:
-    """Discovery (``options.resume``: only the unfinished part) and ``stages`` over every paper,
-    directly, as the first part of a build whose flow run starts afterwards.
+async def run_early(settings: Settings, options: BuildOptions, free: Sequence[StageSpec],
+                    until: Callable[[], bool] | None = None) -> EarlyWork:
+    """The first part of a build whose flow run starts afterwards, run directly: discovery
+    (``options.resume``: only the unfinished part), the stages ``free`` (which call no model) over
+    every paper, then, given ``until``, the build's later stages until ``until()`` is true.
 
-    ``stages`` must call no model: the flow's run budget is counted by the flow's own gateway.
-    Papers another worker holds are not waited for here; the flow comes back to them.
+    From then on no paper starts a later stage (the papers in one finish it), and the flow run
+    does the rest, the rest of a batch under way included. Model calls here are counted against
+    the build's budget, which the flow takes over (:meth:`EarlyWork.budget`). Papers another
+    worker holds are not waited for here; the flow comes back to them.
     """
     started = time.perf_counter()
     own = settings.model_copy(update={"build": settings.build.model_copy(update={"wait_for_claimed": False})})
-    summary = await execute(own, options.model_copy(update={"workers": 1}), stages=stages)
+    names = {s.name for s in free}
+    stages = list(free) if until is None else [*free, *(s for s in BUILD_STAGES if s.name not in names)]
+    budget = Budget(settings.build.budget_usd, settings.build.budget_per_paper_usd)
+
+    def hand_over(stage: str) -> bool:
+        return stage not in names and until is not None and until()
+
+    summary = await execute(own, options.model_copy(update={"workers": 1}), stages=stages, budget=budget,
+                            hand_over=hand_over)
     return EarlyWork(run_id=summary.run_id, stages=tuple(s.name for s in stages), discovered=summary.discovered,
-                     seconds=round(time.perf_counter() - started, 3))
+                     seconds=round(time.perf_counter() - started, 3), spent_usd=budget.spent_usd,
+                     paper_spent_usd={p: c for p, c in budget.paper_spent_usd.items() if c})
 
 
 def early_outcomes(ctx: BuildContext, stage: str, paper_ids: Sequence[str], early: EarlyWork
                    ) -> tuple[BatchReport, list[str]]:
     """The outcomes the early work recorded for ``stage`` over ``paper_ids`` (the attempts it
     made, as :func:`run_stage_batch` would have reported them), and the papers it did not attempt
-    (done before, blocked, held by another worker, or new), which still need a run."""
+    (done before, blocked, held by another worker, not started before the flow took over, or
+    new), which still need a run."""
     report = BatchReport(stage=stage)
     # one query for the batch (the newest attempt of each of its papers), not one per paper
     newest = {r.paper_id: r for r in ctx.store.runs(stage=stage, paper_ids=paper_ids) if not r.subject} \
@@ -195,6 +222,25 @@ def early_outcomes(ctx: BuildContext, stage: str, paper_ids: Sequence[str], earl
         if run.status == "failed":
             report.errors[pid] = f"{run.error_class}: {run.error_message}"
     return report, left
+
+
+async def run_batch_after_early(ctx: BuildContext, spec: StageSpec, paper_ids: Sequence[str],
+                                early: EarlyWork | None) -> tuple[BatchReport, BatchReport | None]:
+    """One batch of the flow run that follows early work: the papers the early work attempted
+    are reported as it recorded them, the others run now. Returns the batch's report and the
+    part of it done early (None: the early work did not run this stage)."""
+    if early is None or spec.name not in early.stages:
+        return await run_stage_batch(ctx, spec, paper_ids), None
+    done, left = early_outcomes(ctx, spec.name, paper_ids, early)
+    report = BatchReport(stage=spec.name, errors=dict(done.errors), statuses=dict(done.statuses))
+    report.counts.update(done.counts)
+    if left:
+        rest = await run_stage_batch(ctx, spec, left)
+        report.counts.update(rest.counts)
+        report.statuses.update(rest.statuses)
+        report.errors.update(rest.errors)
+        report.stopped = rest.stopped
+    return report, done
 
 
 async def _build_with_helpers(ctx: BuildContext, settings: Settings, options: BuildOptions,
@@ -342,6 +388,8 @@ async def _pass(ctx: BuildContext, specs: list[StageSpec], paper_ids: Sequence[s
     for spec in specs:
         numbered = list(enumerate(batches(paper_ids, ctx.settings.build.batch_size)))
         for start in range(0, len(numbered), max(parallelism, 1)):
+            if ctx.hand_over is not None and ctx.hand_over(spec.name):
+                return held  # early work: the flow's tasks take over from here
             window = numbered[start:start + max(parallelism, 1)]
             reports = await asyncio.gather(*(dispatch(spec, batch_no, ids) for batch_no, ids in window))
             for (batch_no, ids), report in zip(window, reports, strict=True):

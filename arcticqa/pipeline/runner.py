@@ -33,7 +33,7 @@ from sqlmodel import SQLModel
 from arcticqa.config import Settings
 from arcticqa.errors import BudgetExceeded, ClaimedElsewhere
 from arcticqa.evidence import Document
-from arcticqa.llm.gateway import CallRecord, Gateway, paper_scope
+from arcticqa.llm.gateway import Budget, CallRecord, Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.pipeline.ledger import StoreLedger
 from arcticqa.pipeline.outcomes import OutcomeWriter, write_alone
@@ -83,6 +83,9 @@ class BuildContext:
     run_id: str
     retry_rejected: frozenset[str] = frozenset()
     stopped: str | None = None  # set when the budget cap is reached: no new work is started
+    #: early work (``arcticqa.pipeline.build.run_early``): whether a stage starts no new paper now
+    #: because the Prefect flow takes the build over (its server answers); None: never
+    hand_over: Callable[[str], bool] | None = None
     worker_id: str | None = None  # this process's row in ``worker``; stamped on every claimed attempt
     #: the gateway's recorder on the store; construction steps hold their call records for their
     #: own write (:meth:`StoreLedger.held`)
@@ -188,9 +191,11 @@ class Heartbeat:
 
 @asynccontextmanager
 async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str] = (),
-                             store: Store | None = None) -> AsyncIterator[BuildContext]:
+                             store: Store | None = None, budget: Budget | None = None,
+                             hand_over: Callable[[str], bool] | None = None) -> AsyncIterator[BuildContext]:
     """A build context for one run: its store (``store``, or the configured one, closed on exit),
-    model gateway, HTTP client and worker heartbeat."""
+    model gateway (spending into ``budget``, default the settings' caps from zero), HTTP client
+    and worker heartbeat; ``hand_over``: :attr:`BuildContext.hand_over`."""
     own_store = store is None
     store = store or open_store(settings)
     run_id = uuid.uuid4().hex[:16]
@@ -198,11 +203,11 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
     ledger = StoreLedger(store, run_id)
     try:
         # roles configured offline (the default) are answered by the rule-based stand-ins
-        async with Gateway(settings, ledger, ledger=ledger, run_id=run_id, offline_roles=OFFLINE_ROLES) as gateway, \
-                httpx.AsyncClient() as http, _frozen_heap():
+        async with Gateway(settings, ledger, budget=budget, ledger=ledger, run_id=run_id,
+                           offline_roles=OFFLINE_ROLES) as gateway, httpx.AsyncClient() as http, _frozen_heap():
             yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id,
-                               ledger=ledger, outcomes=OutcomeWriter(store))
+                               ledger=ledger, outcomes=OutcomeWriter(store), hand_over=hand_over)
     finally:
         heartbeat.stop()
         if own_store:
@@ -270,7 +275,7 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
             # another worker is (or was, if it died) mid-way through the upstream stage: the
             # build's re-check pass comes back to this paper
             return "claimed_elsewhere" if upstream is not None and upstream.status == "running" else "blocked"
-    if ctx.stopped:
+    if ctx.stopped or (ctx.hand_over is not None and ctx.hand_over(spec.name)):
         return "not_started"
     claim = ctx.store.claim_run(paper_id, spec.name, "", input_hash=input_hash(spec.inputs(ctx, paper_id)),
                                 run_id=ctx.run_id, worker_id=ctx.worker_id,
