@@ -51,19 +51,19 @@ def _ask(base_url: str, recorder: MemoryRecorder, **model: object) -> Echo:
 
 # --- the gateway ----------------------------------------------------------------------------
 
-TRANSIENT: list[tuple[str, list[Any]]] = [
-    ("429_without_retry_after", [Fault(429), Fault(429)]),
-    ("429_with_retry_after", [Fault(429, retry_after=0.01)]),
-    ("500", [Fault(500)]),
-    ("502", [Fault(502), Fault(502)]),
-    ("503", [Fault(503)]),
-    ("connection_reset", [Drop()]),
-    ("read_timeout", [Hang(2.0)]),
+TRANSIENT: list[tuple[str, list[Any], str]] = [  # name, faults, what each failed attempt's record says
+    ("429_without_retry_after", [Fault(429), Fault(429)], "RateLimitError: Error code: 429"),
+    ("429_with_retry_after", [Fault(429, retry_after=0.01)], "RateLimitError: Error code: 429"),
+    ("500", [Fault(500)], "InternalServerError: Error code: 500"),
+    ("502", [Fault(502), Fault(502)], "InternalServerError: Error code: 502"),
+    ("503", [Fault(503)], "InternalServerError: Error code: 503"),
+    ("connection_reset", [Drop()], "APIConnectionError: connection error"),
+    ("read_timeout", [Hang(2.0)], "APITimeoutError: Request timed out"),
 ]
 
 
-@pytest.mark.parametrize(("name", "faults"), TRANSIENT, ids=[t[0] for t in TRANSIENT])
-def test_transient_transport_faults_are_retried_to_success(name: str, faults: list[Any]) -> None:
+@pytest.mark.parametrize(("name", "faults", "said"), TRANSIENT, ids=[t[0] for t in TRANSIENT])
+def test_transient_transport_faults_are_retried_to_success(name: str, faults: list[Any], said: str) -> None:
     recorder = MemoryRecorder()
     with FakeOpenAIServer(by_role({"verifier": [*faults, GOOD]})) as srv:
         out = _ask(srv.base_url, recorder, timeout_s=0.5, max_retries=3)
@@ -71,7 +71,9 @@ def test_transient_transport_faults_are_retried_to_success(name: str, faults: li
     assert (out.word, out.n) == ("ice", 1)
     records = recorder.records
     assert [r.attempt for r in records] == list(range(1, len(faults) + 2))
-    assert all(r.error and r.parsed is None for r in records[:-1])  # each failed attempt is on file
+    # each failed attempt is on file, with what went wrong
+    assert all(r.error and r.error.startswith(said) and r.parsed is None for r in records[:-1]), \
+        [r.error for r in records]
     assert records[-1].error is None and records[-1].parsed == {"word": "ice", "n": 1}
 
 

@@ -161,7 +161,7 @@ def _direct_create(raw: AsyncOpenAI) -> Callable[..., Any]:
     """
     completions = raw.chat.completions
 
-    async def create(**kwargs: Any) -> Any:
+    async def send(kwargs: dict[str, Any]) -> Any:
         body = {k: v for k, v in kwargs.items() if k not in _OPTION_KEYS and v is not NOT_GIVEN}
         if body.get("stream") or not _plain(body):
             return await completions.create(**kwargs)
@@ -170,6 +170,18 @@ def _direct_create(raw: AsyncOpenAI) -> Callable[..., Any]:
                                        extra_body=kwargs.get("extra_body"),
                                        timeout=kwargs.get("timeout", NOT_GIVEN), security={"bearer_auth": True})
         return await raw.post("/chat/completions", body=body, options=options, cast_to=_ChatCompletionAnswer)
+
+    async def create(**kwargs: Any) -> Any:
+        # each try instructor makes is recorded here, where it is sent, rather than through
+        # instructor's completion hooks, which bind every handler's signature on every call
+        _on_kwargs(**kwargs)
+        try:
+            response = await send(kwargs)
+        except Exception as exc:
+            _on_error(exc)
+            raise
+        _on_response(response)
+        return response
 
     return create
 
@@ -233,7 +245,8 @@ def transport_retrying(cfg: ModelConfig) -> AsyncRetrying:
     return retrying(cfg, retry=is_transport_error, retry_after=retry_after_seconds)
 
 
-# -- instructor hooks: every request and answer becomes an Attempt --------------------------------
+# -- every request and answer becomes an Attempt (recorded by _direct_create; a parse error by
+# instructor's parse:error hook) ------------------------------------------------------------------
 
 _attempts: contextvars.ContextVar[list[Attempt] | None] = contextvars.ContextVar(
     "arcticqa_llm_attempts", default=None)
@@ -373,11 +386,8 @@ class OpenAIProvider(Provider):
             raw = make_async_client(cfg) if not batch else make_async_client(
                 cfg, http_client=openai.DefaultAsyncHttpxClient(transport=BatchTransport(self._queue(name, cfg))))
             self._clients[key] = (raw, _instructor_client(raw, _MODES[cfg.mode]))
-            patched = self._clients[key][1]
-            patched.on("completion:kwargs", _on_kwargs)
-            patched.on("completion:response", _on_response)
-            patched.on("completion:error", _on_error)
-            patched.on("parse:error", _on_error)
+            # requests, answers and transport errors are recorded by _direct_create itself
+            self._clients[key][1].on("parse:error", _on_error)
         return self._clients[key][1]
 
     def _queue(self, name: str, cfg: ModelConfig) -> BatchQueue:
