@@ -29,7 +29,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -273,13 +274,18 @@ def _api_server(settings: Settings, options: BuildOptions) -> Iterator[EarlyWork
             server = ensure_server(idle, timeout_s=timeout)
         else:
             answering = watch_server(starting, timeout_s=timeout)
-            # in batch mode a model stage waits for the provider's jobs (minutes to hours): that
-            # waiting belongs in the flow, so the early work stops before the model stages
-            until = None if settings.build.batch else answering.is_set
-            early = asyncio.run(run_early(settings, options, stages_without_model(settings), until=until))
+            early = asyncio.run(run_early(settings, options, stages_without_model(settings),
+                                          until=_early_until(settings, answering)))
             server = wait_for_server(starting, idle, timeout_s=timeout)
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             yield early
+
+
+def _early_until(settings: Settings, answering: threading.Event) -> Callable[[], bool] | None:
+    """How far the early work goes: the model stages too, until the server answers; in batch mode
+    not (None: the stages that call no model only), since a model stage there waits minutes to
+    hours for the provider's jobs, and that waiting belongs in the flow."""
+    return None if settings.build.batch else answering.is_set
 
 
 #: the Prefect orchestrator, for :func:`arcticqa.pipeline.build.build`

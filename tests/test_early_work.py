@@ -13,11 +13,13 @@ the first batch is split between the halves), so which paper ran where is determ
    build run in one go; each attempt carries the run id of the half that made it.
 2. A server that answers before the first model stage: the early work runs no model stage.
 3. The budget cap holds across the two halves: the flow's budget starts from the early spend.
+4. In batch mode the early work stops before the model stages (they wait for the provider's jobs).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -196,3 +198,16 @@ def test_the_budget_cap_holds_across_the_early_work_and_the_flow(endpoint: FakeO
         store.close()
     assert spent <= cap + per_call, (spent, cap)
     assert summary.stages["construct"].get("succeeded", 0) < 4
+
+
+def test_in_batch_mode_the_early_work_leaves_the_model_stages_to_the_flow(tmp_path: Path) -> None:
+    from flows.build_arcticqa import _early_until
+
+    settings = load_settings(write_config(tmp_path, base_url="http://127.0.0.1:9/v1", corpus=tmp_path / "c.jsonl"))
+    answering = threading.Event()
+    until = _early_until(settings, answering)
+    assert until is not None and not until()
+    answering.set()
+    assert until()
+    batched = settings.model_copy(update={"build": settings.build.model_copy(update={"batch": True})})
+    assert _early_until(batched, answering) is None
