@@ -23,7 +23,8 @@ Where it is written down, all under ``$PREFECT_HOME`` (the database it serves li
 The server stops itself after ``prefect.idle_shutdown_s`` without a request and without a
 live build, or on ``arcticqa prefect stop``. It is the same server Prefect's temporary one is
 (``prefect.server.api.server:create_app`` under uvicorn, ephemeral services, no UI), run by
-``python -m flows.prefect_server``.
+``python -m flows.prefect_server``, except that it has served one API request to itself before
+it answers health checks (:func:`_first_request`).
 
 This module imports no Prefect at import time: a build that finds the server running never
 imports Prefect's server package (the temporary route imports it in the build process as well).
