@@ -31,7 +31,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -63,6 +63,7 @@ from arcticqa.pipeline.runner import (
     BatchReport,
     BuildContext,
     StageSpec,
+    frozen_heap,
     live_context,
     open_build_context,
     shared_context,
@@ -267,12 +268,15 @@ def _api_server(settings: Settings, options: BuildOptions) -> Iterator[EarlyWork
         yield None
         return
     idle, timeout = settings.prefect.idle_shutdown_s, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-    with using_server():
+    with using_server(), ExitStack() as stack:
         early: EarlyWork | None = None
         starting = start_server(idle) if settings.prefect.early_stages else None
         if starting is None:
             server = ensure_server(idle, timeout_s=timeout)
         else:
+            # one frozen heap for the early work and the flow: the flow's build context would
+            # otherwise collect the whole heap again right after the hand-over
+            stack.enter_context(frozen_heap())
             answering = watch_server(starting, timeout_s=timeout)
             early = asyncio.run(run_early(settings, options, stages_without_model(settings),
                                           until=_early_until(settings, answering)))

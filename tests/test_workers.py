@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 from sqlmodel import select
 
 from arcticqa.config import load_settings
-from arcticqa.pipeline.runner import open_build_context
+from arcticqa.pipeline.runner import frozen_heap, open_build_context
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session, write_session
 from arcticqa.store.runs import HOST
@@ -330,3 +330,34 @@ def test_a_build_freezes_the_heap_it_starts_with_and_gives_it_back(tmp_path: Pat
     # frozen objects still die by reference counting, so the count only roughly stays
     assert all(count > before[1] + 10_000 for _, count in (outer, inner, after_inner))
     assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+def test_a_held_frozen_heap_spares_the_next_build_context_a_full_collection(tmp_path: Path) -> None:
+    """The early work and then the Prefect flow open one build context after another; held
+    around both, the heap is frozen (and collected in full) once, not again between them."""
+    import gc
+
+    settings = load_settings(None, store={"url": f"sqlite:///{tmp_path / 's.db'}"})
+    full: list[str] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(phase)
+
+    async def one_build() -> None:
+        async with open_build_context(settings):
+            pass
+
+    gc.callbacks.append(count)
+    try:
+        asyncio.run(one_build())
+        alone = len(full)
+        with frozen_heap():
+            held = len(full)
+            asyncio.run(one_build())
+            asyncio.run(one_build())
+            after = len(full)
+    finally:
+        gc.callbacks.remove(count)
+    assert alone >= 1  # a build context on its own collects in full before it freezes
+    assert held == alone + 1 and after == held  # held: once, when the hold began; none inside
