@@ -96,7 +96,7 @@ def _in_two_halves(settings: Settings, until: Callable[[], bool] | None) -> tupl
 def _attempts(settings: Settings) -> list[Any]:
     store = Store(settings.store.url)
     try:
-        return [r for r in store.runs() if not r.subject] + [r for r in store.runs() if r.subject]
+        return store.runs()
     finally:
         store.close()
 

@@ -122,6 +122,13 @@ class Budget:
     spent_usd: float = 0.0
     paper_spent_usd: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def of_build(cls, settings: Settings, spent_usd: float = 0.0,
+                 paper_spent_usd: Mapping[str, float] | None = None) -> Budget:
+        """The caps ``settings.build`` sets, with what was spent already (a build in two parts)."""
+        return cls(settings.build.budget_usd, settings.build.budget_per_paper_usd, spent_usd=spent_usd,
+                   paper_spent_usd=dict(paper_spent_usd or {}))
+
     def check(self, paper_id: str | None = None) -> None:
         if self.cap_usd is not None and self.spent_usd >= self.cap_usd:
             exc = BudgetExceeded(f"budget cap of USD {self.cap_usd:.2f} reached "
@@ -199,7 +206,7 @@ class Gateway:
                  run_id: str | None = None, offline_roles: Mapping[str, OfflineRole] | None = None) -> None:
         self.settings = settings
         self.recorder: CallRecorder = recorder or MemoryRecorder()
-        self.budget = budget or Budget(settings.build.budget_usd, settings.build.budget_per_paper_usd)
+        self.budget = budget or Budget.of_build(settings)
         #: where Batch API jobs are kept (build ``batch`` mode); the store in a build
         self.ledger: BatchLedger = ledger or MemoryLedger()
         self.run_id = run_id

@@ -170,8 +170,7 @@ class EarlyWork(BaseModel):
 
     def budget(self, settings: Settings) -> Budget:
         """The settings' spending caps, with what the early work spent already counted."""
-        return Budget(settings.build.budget_usd, settings.build.budget_per_paper_usd, spent_usd=self.spent_usd,
-                      paper_spent_usd=dict(self.paper_spent_usd))
+        return Budget.of_build(settings, self.spent_usd, self.paper_spent_usd)
 
 
 async def run_early(settings: Settings, options: BuildOptions, free: Sequence[StageSpec],
@@ -189,7 +188,7 @@ async def run_early(settings: Settings, options: BuildOptions, free: Sequence[St
     own = settings.model_copy(update={"build": settings.build.model_copy(update={"wait_for_claimed": False})})
     names = {s.name for s in free}
     stages = list(free) if until is None else [*free, *(s for s in BUILD_STAGES if s.name not in names)]
-    budget = Budget(settings.build.budget_usd, settings.build.budget_per_paper_usd)
+    budget = Budget.of_build(settings)
 
     def hand_over(stage: str) -> bool:
         return stage not in names and until is not None and until()
