@@ -4,9 +4,10 @@ Generates ``--papers`` distinct fixture PDFs, serves the prompt-reading stand-in
 separate process (it stands in for a remote endpoint, so its CPU is not ours), and runs the
 whole build (discovery → prefilter → fetch → extract → eligibility → construct):
 
-1. **overhead** (server latency 0): our own CPU per paper per stage, measured as this process's
-   CPU time over each stage divided by the papers it attempted (the server's CPU is in another
-   process, so what is left is ours: stage code, store, openai + instructor client). Text
+1. **overhead** (server latency 0, or ``--overhead-latency``): our own CPU per paper per stage,
+   measured as this process's CPU time over each stage divided by the papers it attempted (the
+   server's CPU is in another process, so what is left is ours: stage code, store, openai +
+   instructor client). Text
    extraction (PDF parsing) is shown but excluded from the target. With ``--prefect`` the same
    build also runs as the ``build-arcticqa`` Prefect flow, and the difference is Prefect's
    share: on ``PREFECT_API_URL`` if set, else side by side: Prefect's temporary server; the
@@ -14,15 +15,19 @@ whole build (discovery → prefilter → fetch → extract → eligibility → c
    working while it starts (``[prefect] early_stages``: discovery, the stages that call no
    model, then the rest until it answers), alternated ``--cold-runs`` times; a last build that
    reuses it. Prefect's share is printed two ways: the flow's wall minus the same build
-   without Prefect (run once more after the overhead build, so that this process is as warm as
-   for the flows), and the flow's wall minus its task bodies and discovery (which counts early
-   work as Prefect's). Target: <= 50 ms per paper per stage; Prefect's share <= 10%.
+   without Prefect (the median of ``--baseline-runs`` more builds after the overhead build, so
+   that this process is as warm as for the flows), and the flow's wall minus its task bodies and
+   discovery (which counts early work as Prefect's). Target: <= 50 ms per paper per stage; Prefect's share <= 10%.
+   ``--overhead-latency S`` gives every model call of this build S seconds at the endpoint: at 0
+   the build is our CPU alone (the worst case for Prefect's share), while real model calls take
+   seconds, which the early work of a cold first build can overlap with the server's start-up.
 2. **saturation** (server latency ``--latency`` s, at most ``--endpoint-concurrency`` requests
    in progress at the server): achieved calls/s during the model-calling stages against the
    ideal ``concurrency / latency``. Target: >= 80%.
 
     .venv/bin/python -m bench.bench_pipeline [--papers 200] [--mode both] [--prefect]
-        [--batch-size 200] [--paper-concurrency 128] [--latency 0.2] [--endpoint-concurrency 64]
+        [--cold-runs 1] [--baseline-runs 3] [--overhead-latency 0] [--batch-size 200]
+        [--paper-concurrency 128] [--latency 0.2] [--endpoint-concurrency 64]
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import statistics
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -294,7 +301,9 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
     # every stage-batch task's body: its batch run, or the early work's outcomes it reports
     original = flow_module._run_batch
     original_early = flow_module.run_early  # type: ignore[attr-defined]
+    original_watch = flow_module.watch_server  # type: ignore[attr-defined]
     early: list[float] = []  # wall of the early work
+    marks: dict[str, float] = {}  # when the server answered and the early work ended (cold route)
 
     async def timed(*a: Any, **kw: Any) -> Any:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -309,6 +318,17 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
             return await original_early(*a, **kw)
         finally:
             early.append(time.perf_counter() - t0)
+            marks["early_end"] = time.perf_counter()
+
+    def watched(*a: Any, **kw: Any) -> threading.Event:
+        answering = original_watch(*a, **kw)
+
+        def note() -> None:
+            answering.wait()
+            marks["answered"] = time.perf_counter()
+
+        threading.Thread(target=note, daemon=True).start()
+        return answering
 
     def server_cpu() -> dict[int, float]:
         # the temporary server and the shared one are both this process's children
@@ -317,6 +337,7 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
 
     flow_module._run_batch = timed
     flow_module.run_early = timed_early  # type: ignore[attr-defined]
+    flow_module.watch_server = watched  # type: ignore[attr-defined]
     settings = load_settings(config, prefect={"server": server, "early_stages": early_stages})
     try:
         before = server_cpu()
@@ -327,10 +348,12 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
     finally:
         flow_module._run_batch = original
         flow_module.run_early = original_early  # type: ignore[attr-defined]
+        flow_module.watch_server = original_watch  # type: ignore[attr-defined]
     first = min(b[0] for b in bodies) - started
     return {"wall_s": wall, "cpu_s": cpu, "tasks": len(bodies) + 1, "bodies_wall_s": sum(b[1] for b in bodies),
             "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first, "early_s": sum(early),
-            "server_cpu_s": sum(c - before.get(pid, 0.0) for pid, c in after.items())}
+            "server_cpu_s": sum(c - before.get(pid, 0.0) for pid, c in after.items()),
+            "marks": {k: v - started for k, v in marks.items()}}
 
 
 def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
@@ -453,8 +476,8 @@ def _met(ok: bool) -> str:
 
 
 def _report_overhead(n: int, wall: float, timings: dict[str, StageTiming], extra: dict[str, Any],
-                     prefect: dict[str, Any] | None) -> None:
-    print(f"\n== 1. pipeline overhead: {n} papers, server latency 0 (separate process) ==")
+                     prefect: dict[str, Any] | None, latency: float = 0.0) -> None:
+    print(f"\n== 1. pipeline overhead: {n} papers, server latency {latency:g} s (separate process) ==")
     print(f"build wall {wall:.2f} s; HTTP calls {extra['http_calls']} ({extra['failed_calls']} failed); "
           f"by role {extra['calls_by_role']}")
     print(f"{'stage':<16}{'papers':>7}{'wall s':>9}{'CPU s':>8}{'CPU ms/paper':>14}{'store ms/paper':>16}"
@@ -500,6 +523,11 @@ def _report_prefect(n: int, local_wall: float, timings: dict[str, StageTiming], 
     overhead = prefect["wall_s"] - prefect["bodies_wall_s"] - timings["discover"].wall_s
     api = os.environ.get("PREFECT_API_URL")
     early = f"; early stages {prefect['early_s']:.2f} s before the flow" if prefect.get("early_s") else ""
+    marks = prefect.get("marks", {})
+    if "answered" in marks and "early_end" in marks:
+        # the hand-over: the papers in a stage when the server answered finish it before the flow starts
+        early += (f" (the server answered {marks['answered']:.2f} s into the build, the early work ended "
+                  f"{marks['early_end']:.2f} s in)")
     print(f"prefect flow, {f'PREFECT_API_URL {api}' if api else route or 'temporary server'}: wall "
           f"{prefect['wall_s']:.2f} s, {prefect['tasks']} tasks, task bodies "
           f"{prefect['bodies_wall_s']:.2f} s wall; build start until first task {prefect['startup_s']:.2f} s{early}")
@@ -556,13 +584,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--paper-concurrency", type=int, default=128)
     parser.add_argument("--model-concurrency", type=int, default=64, help="the model config's max_concurrency")
     parser.add_argument("--extra-model", default="", help="extra TOML lines for the model config")
-    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--latency", type=float, default=0.2, help="saturation: seconds per model call")
+    parser.add_argument("--overhead-latency", type=float, default=0.0,
+                        help="overhead (and --prefect): seconds per model call at the endpoint")
     parser.add_argument("--endpoint-concurrency", type=int, default=64)
+    parser.add_argument("--baseline-runs", type=int, default=3,
+                        help="--prefect: builds without Prefect whose median is the baseline of Prefect's share")
     parser.add_argument("--compare-extraction", action="store_true",
                         help="overhead: also extract every PDF by the old path and the pool, side by side")
     parser.add_argument("--workers", type=int, default=1,
                         help="saturation: build processes sharing one store (docs/scale-out.md)")
     args = parser.parse_args(argv)
+    if args.baseline_runs < 1:
+        parser.error("--baseline-runs must be at least 1")
     os.environ.setdefault("PREFECT_HOME", str(Path(".arcticqa/prefect").resolve()))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -576,15 +610,19 @@ def main(argv: list[str] | None = None) -> None:
               f"{args.batch_size}, paper_concurrency {args.paper_concurrency}, model max_concurrency "
               f"{args.model_concurrency}")
         if args.mode in ("overhead", "both"):
-            with _server(0.0, None) as (base_url, _):
+            with _server(args.overhead_latency, None) as (base_url, _):
                 wall, timings, extra = run_local(tmp / "overhead", corpus, base_url, args)
-                _report_overhead(args.papers, wall, timings, extra, None)
+                _report_overhead(args.papers, wall, timings, extra, None, args.overhead_latency)
                 if args.prefect:
                     # the baseline of Prefect's share: the first build above also paid this
-                    # process's one-time costs (imports, the extraction zygote), the flows do not
-                    baseline, _, _ = run_local(tmp / "overhead-again", corpus, base_url, args)
+                    # process's one-time costs (imports, the extraction zygote), the flows do not;
+                    # a single run of it varies by a second or two on a 2-core machine, as much as
+                    # the share being measured, so the median of several
+                    walls = [run_local(tmp / f"overhead-again-{i}", corpus, base_url, args)[0]
+                             for i in range(args.baseline_runs)]
+                    baseline = statistics.median(walls)
                     print(f"\nthe same build without Prefect again, this process warm as for the flows below: "
-                          f"{baseline:.2f} s")
+                          f"median {baseline:.2f} s of {', '.join(f'{w:.2f}' for w in walls)}")
                 if args.prefect and os.environ.get("PREFECT_API_URL"):
                     _report_prefect(args.papers, baseline, timings, run_prefect(tmp / "prefect", corpus, base_url,
                                                                                 args))
