@@ -7,8 +7,8 @@ whole build (discovery → prefilter → fetch → extract → eligibility → c
 1. **overhead** (server latency 0, or ``--overhead-latency``): our own CPU per paper per stage,
    measured as this process's CPU time over each stage divided by the papers it attempted (the
    server's CPU is in another process, so what is left is ours: stage code, store, openai +
-   instructor client). Text
-   extraction (PDF parsing) is shown but excluded from the target. With ``--prefect`` the same
+   instructor client). Text extraction (PDF parsing) is shown but excluded from the target.
+   With ``--prefect`` the same
    build also runs as the ``build-arcticqa`` Prefect flow, and the difference is Prefect's
    share: on ``PREFECT_API_URL`` if set, else side by side: Prefect's temporary server; the
    shared server's first build, which starts it, once waiting for it before the flow and once
@@ -17,7 +17,8 @@ whole build (discovery → prefilter → fetch → extract → eligibility → c
    reuses it. Prefect's share is printed two ways: the flow's wall minus the same build
    without Prefect (the median of ``--baseline-runs`` more builds after the overhead build, so
    that this process is as warm as for the flows), and the flow's wall minus its task bodies and
-   discovery (which counts early work as Prefect's). Target: <= 50 ms per paper per stage; Prefect's share <= 10%.
+   discovery (which counts early work as Prefect's). Target: <= 50 ms per paper per stage;
+   Prefect's share <= 10%.
    ``--overhead-latency S`` gives every model call of this build S seconds at the endpoint: at 0
    the build is our CPU alone (the worst case for Prefect's share), while real model calls take
    seconds, which the early work of a cold first build can overlap with the server's start-up.
