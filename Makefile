@@ -7,7 +7,6 @@ STAMP := $(VENV)/.installed
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 export PREFECT_HOME ?= $(CURDIR)/.arcticqa/prefect
-export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .PHONY: install demo test test-fast lint typecheck bench clean fixtures
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
+import flows  # noqa: F401  # before any test imports Prefect: analytics off, PREFECT_HOME, start-up wait
+
 # Prefect logs "Stopping temporary server" at exit, after pytest has closed its capture streams
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # each test's PREFECT_HOME is a temporary folder: a shared server (the default, which outlives
