@@ -599,10 +599,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.baseline_runs < 1:
         parser.error("--baseline-runs must be at least 1")
     os.environ.setdefault("PREFECT_HOME", str(Path(".arcticqa/prefect").resolve()))
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    # as in the Makefile: the 20 s default is too thin on a loaded 2-core machine
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    # after PREFECT_HOME (which it creates), before Prefect loads: analytics off, the start-up wait
+    import flows  # noqa: F401
     with tempfile.TemporaryDirectory(prefix="arcticqa-bench-") as tmp_name:
         tmp = Path(tmp_name)
         started = time.perf_counter()

@@ -26,7 +26,7 @@ print(json.dumps({"prefect_before_flows": before, "startup_timeout_s": s.server.
 """
 
 
-def _probe(tmp_path: Path, **env: str) -> tuple[dict[str, object], str]:
+def _probe(**env: str) -> tuple[dict[str, object], str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_") and k != "DO_NOT_TRACK"}
     proc = subprocess.run([sys.executable, "-c", _PROBE], env={**clean, **env}, cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120, check=True)
@@ -35,7 +35,7 @@ def _probe(tmp_path: Path, **env: str) -> tuple[dict[str, object], str]:
 
 def test_a_build_waits_90_s_for_a_starting_server_where_prefect_would_wait_20(tmp_path: Path) -> None:
     home = tmp_path / "not" / "yet" / "there"
-    seen, stderr = _probe(tmp_path, PREFECT_HOME=str(home))
+    seen, stderr = _probe(PREFECT_HOME=str(home))
     assert seen == {"prefect_before_flows": False, "startup_timeout_s": 90, "analytics": False,
                     "home": str(home)}
     assert home.is_dir()
@@ -43,8 +43,7 @@ def test_a_build_waits_90_s_for_a_starting_server_where_prefect_would_wait_20(tm
 
 
 def test_the_users_own_prefect_settings_win(tmp_path: Path) -> None:
-    seen, _ = _probe(tmp_path, PREFECT_HOME=str(tmp_path / "home"),
+    seen, _ = _probe(PREFECT_HOME=str(tmp_path / "home"),
                      PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="7",
                      PREFECT_SERVER_ANALYTICS_ENABLED="true")
     assert seen["startup_timeout_s"] == 7 and seen["analytics"] is True
-
