@@ -41,6 +41,7 @@ from arcticqa.text.layout import (
 from arcticqa.text.sections import (
     CAPTION_START,
     NON_EVIDENCE_LINE,
+    cannot_be_heading,
     classify_heading,
     heading_words,
     looks_like_reference,
@@ -48,6 +49,7 @@ from arcticqa.text.sections import (
     split_inline_heading,
     split_run_in_heading,
 )
+from arcticqa.text.spacing import PaperWords, respace_page, suspect_pages
 from arcticqa.text.spans import pack_chunks, pack_spans, sentence_bounds
 
 __all__ = ["extract_pdf_bytes", "TEXT_FLAGS", "PDF_MAGIC"]
@@ -58,6 +60,7 @@ TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES & ~pymupd
 PDF_MAGIC = b"%PDF-"
 _CLOSING = (".", "!", "?", ":", ";", "\"", "”", "»", ")", "]")
 _FOOTNOTE_MARK = re.compile(r"^[∗*†‡§¶⁰¹²³⁴⁵⁶⁷⁸⁹]")
+_TABLE_LABEL = re.compile(r"^(?:table|tab\.|таблица)", re.IGNORECASE)
 
 
 @dataclass
@@ -132,7 +135,7 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
         warnings: list[str] = []
         if doc.is_repaired:
             warnings.append("the PDF was damaged and repaired by MuPDF")
-        pages: list[list[Line]] = []
+        page_dicts: list[dict[str, Any] | None] = []
         widths: list[float] = []
         heights: list[float] = []
         images = rotated = failed_pages = 0
@@ -153,15 +156,39 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
                                    f"({type(exc).__name__}: {str(exc)[:200]})", pages=page_count)
                 failed_pages += 1
                 warnings.append(f"page {index + 1}: {type(exc).__name__}: {exc}")
-                pages.append([])
+                page_dicts.append(None)
                 widths.append(595.0)
                 heights.append(842.0)
+                continue
+            page_dicts.append(page_dict)
+            widths.append(float(page.rect.width))
+            heights.append(float(page.rect.height))
+        read = [d for d in page_dicts if d is not None]
+        suspects = suspect_pages(read, PaperWords(read)) if read else {}
+        read_index = [i for i, d in enumerate(page_dicts) if d is not None]
+        spaces_added = 0
+        for position, keys in suspects.items():
+            index = read_index[position]
+            if time.perf_counter() - started > limits.time_limit_s:
+                return _failed(sha, "timeout", f"time limit of {limits.time_limit_s}s exceeded while "
+                               "reading glyph positions", pages=page_count)
+            t0 = time.perf_counter()
+            try:
+                raw = doc[index].get_text("rawdict", flags=TEXT_FLAGS)
+            except Exception as exc:  # the page read once already: keep its text as it was
+                warnings.append(f"page {index + 1}: glyph positions unreadable ({type(exc).__name__})")
+                continue
+            finally:
+                in_mupdf += time.perf_counter() - t0
+            spaces_added += respace_page(read[position], raw, keys)
+        pages: list[list[Line]] = []
+        for index, page_dict in enumerate(page_dicts):
+            if page_dict is None:
+                pages.append([])
                 continue
             lines, skipped = page_lines(page_dict, index + 1)
             rotated += skipped
             pages.append(lines)
-            widths.append(float(page.rect.width))
-            heights.append(float(page.rect.height))
         mupdf_log = pymupdf.TOOLS.mupdf_warnings(reset=True)
         repaired = doc.is_repaired
     if mupdf_log:
@@ -190,7 +217,8 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
         return _failed(sha, "timeout", f"time limit of {limits.time_limit_s}s exceeded during layout",
                        pages=page_count)
     document.stats.update({"pages": page_count, "images": images, "rotated_lines_skipped": rotated,
-                           "failed_pages": failed_pages, "time_pymupdf_s": round(in_mupdf, 4),
+                           "failed_pages": failed_pages, "spaces_from_glyph_gaps": spaces_added,
+                           "time_pymupdf_s": round(in_mupdf, 4),
                            "time_postprocess_s": round(total - in_mupdf, 4),
                            "time_total_s": round(total, 4)})
     return document
@@ -211,7 +239,9 @@ def _is_heading(block: Block, body: float) -> bool:
     text = heading_words(" ".join(ln.text for ln in block.lines))
     if len(block.lines) > 3 or len(text) > 140 or not text[:1].isupper() and not text[:1].isdigit():
         return False
-    if text.endswith((",", ";")):
+    if text.endswith((",", ";")) or any(ln.cell for ln in block.lines):
+        return False
+    if cannot_be_heading(text):
         return False
     if classify_heading(text).kind is not None and len(block.lines) <= 2:
         return True
@@ -223,6 +253,7 @@ def _is_heading(block: Block, body: float) -> bool:
         return False
     score = {"digits": 2, "roman": 2, "letter": 1}[style]
     score += len(block.lines) == 1
+    score -= 2 * (block.indent > max(4.0, 0.5 * body))  # an enumerated list's item, set in
     score += all(ln.italic for ln in block.lines)
     score += sum(ch.isupper() for ch in rest) > 0.8 * sum(ch.isalpha() for ch in rest)
     score -= 2 * text.endswith((".", "!", "?"))
@@ -281,16 +312,38 @@ def _paragraph(lines: list[Line], vocabulary: Vocabulary) -> _Paragraph:
 
 
 def _elements(pages: list[list[Line]], widths: list[float], heights: list[float], body: float) -> _Elements:
-    """Headings and paragraphs in reading order; captions, footnotes and float text aside."""
+    """Headings and paragraphs in reading order; captions, footnotes and float text aside.
+
+    A sentence left open at a column or page break goes on in the first block set in its own
+    size that follows; the blocks in between (a sidebar, a table, a footer set smaller) are held
+    and placed after it, before the next heading or at the end of the page.
+    """
     out = _Elements()
     column_break = False
     label_only = False  # the last caption was a bare "Table 1": its words are the next block
+    held: list[Block] = []
+
+    def open_sentence() -> list[Line] | None:
+        previous = out.flow[-1] if out.flow else None
+        if previous is None or previous[0] != "para" or previous[1][-1].text.endswith(_CLOSING):
+            return None
+        last = previous[1][-1]
+        return previous[1] if abs(last.size - body) < 0.5 else None  # body text, not an affiliation
+
+    def release() -> None:
+        nonlocal column_break
+        for block in held:
+            out.flow.append(("heading" if _is_heading(block, body) else "para", list(block.lines)))
+        held.clear()
+        column_break = False
+
     for lines, width, height in zip(pages, widths, heights, strict=True):
         blocks = build_blocks(reading_order(join_drop_caps(lines), width))
         footnotes = _footnote_blocks(blocks, body, height)
         wide = sorted(ln.x1 - ln.x0 for ln in lines if len(ln.text) > 40)
         typical_width = wide[len(wide) // 2] if wide else width / 2
-        for block in blocks:
+        in_table = False  # after a table's caption: the smaller, short-lined blocks are its cells
+        for index, block in enumerate(blocks):
             column_break = column_break or block.column_start
             first = block.first.text
             if label_only and len(block.lines) <= 4 and not _is_heading(block, body):
@@ -301,27 +354,50 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
             if CAPTION_START.match(first):
                 out.captions.append(block.lines)
                 label_only = len(block.lines) == 1 and not first.rstrip().endswith((".", ":", "|"))
+                in_table = bool(_TABLE_LABEL.match(first))
                 continue
+            smaller = block.first.size < body - 0.4
+            if in_table and smaller and all(ln.x1 - ln.x0 < 0.6 * typical_width for ln in block.lines):
+                out.tables.append(block.lines)
+                continue
+            in_table = False
             if id(block) in footnotes or NON_EVIDENCE_LINE.match(first):
                 out.footnotes.append(block.lines)
                 continue
-            if _is_heading(block, body):
+            following = blocks[index + 1] if index + 1 < len(blocks) else None
+            heading = _is_heading(block, body) and not _runs_on(block, following)
+            if not heading and _is_float_text(block, typical_width):
+                out.tables.append(block.lines)
+                continue
+            sentence = open_sentence() if column_break else None
+            if sentence is not None and abs(block.first.size - sentence[-1].size) >= 0.5:
+                held.append(block)  # set apart from the open sentence: place it after
+                continue
+            if heading:
+                release()
                 out.flow.append(("heading", block.lines))
                 column_break = False
                 continue
-            if _is_float_text(block, typical_width):
-                out.tables.append(block.lines)
-                continue
             previous = out.flow[-1] if out.flow else None
             continues = (previous is not None and previous[0] == "para" and column_break
-                         and block.first.size == previous[1][-1].size
+                         and abs(block.first.size - previous[1][-1].size) < 0.5
                          and (not previous[1][-1].text.endswith(_CLOSING) or first[:1].islower()))
             if continues and previous is not None:
                 previous[1].extend(block.lines)
             else:
+                release()
                 out.flow.append(("para", list(block.lines)))
             column_break = False
+        release()
     return out
+
+
+def _runs_on(block: Block, following: Block | None) -> bool:
+    """A heading candidate whose words run on into the next block (it starts in lower case): a
+    list item or a sentence's first line, not a heading. A known section name never runs on."""
+    if following is None or not following.first.text[:1].islower():
+        return False
+    return classify_heading(" ".join(ln.text for ln in block.lines)).kind is None
 
 
 # an affiliation list is long and has full stops too, but its towns must not become evidence

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arcticqa.text.clean import SCRIPT_CHARS, normalise_line, script_text
-from arcticqa.text.sections import classify_heading, heading_words, numbering_of
+from arcticqa.text.sections import cannot_be_heading, classify_heading, heading_words, numbering_of
 
 __all__ = ["Line", "Block", "page_lines", "remove_running_lines", "reading_order", "build_blocks",
            "join_drop_caps"]
@@ -38,8 +38,13 @@ _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _MARGIN_DATE = re.compile(rf"^(?:{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}|\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}"
                           r"|\d{4}-\d{2}-\d{2})$", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
+_MARKED_NOTE = re.compile(r"^[∗*†‡§¶⁰¹²³⁴⁵⁶⁷⁸⁹\d]")
+_NUMBER_ONLY = re.compile(r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}\.?|[IVX]{1,5}\.)$")
 _MARKS = SCRIPT_CHARS + "∗*†‡§¶"  # footnote marks after a sentence's full stop
 _CLOSING = tuple(".!?:;\"'”»)]")
+#: a gap between two glyphs at least this share of the font size is a word space (a justified
+#: line's tightest spaces are about 0.15 em; kerning inside a word stays below 0.05 em)
+_WORD_GAP = 0.15
 
 
 @dataclass(slots=True)
@@ -57,6 +62,8 @@ class Line:
     page: int  # 1-based
     #: characters at the start set in bold or italics when the rest is not (a run-in heading)
     styled_lead: int = 0
+    #: a table cell: shares its row with other short lines close beside it
+    cell: bool = False
 
 
 @dataclass
@@ -65,6 +72,7 @@ class Block:
 
     lines: list[Line] = field(default_factory=list)
     column_start: bool = False  # first block of a column (may continue the previous block)
+    indent: float = 0.0  # of the first line, from the column's left edge
 
     @property
     def first(self) -> Line:
@@ -106,7 +114,49 @@ def page_lines(page_dict: dict[str, Any], page_number: int) -> tuple[list[Line],
             x0, y0, x1, y1 = ln["bbox"]
             lines.append(Line(text, x0, y0, x1, y1, round(float(main["size"]), 1), all(styles),
                               all(slants), page_number, lead))
+    lines = _join_set_apart_numbers(lines)
+    _mark_cells(lines, float(page_dict.get("width") or 595.0))
     return lines, rotated
+
+
+def _same_row(a: Line, b: Line) -> bool:
+    return abs(a.y1 - b.y1) <= 0.3 * max(a.size, b.size, 1.0)
+
+
+def _join_set_apart_numbers(lines: list[Line]) -> list[Line]:
+    """A heading's number set apart from its title on the same baseline (Copernicus' ``2.2.2``
+    ... ``Sea ice drift``) becomes one line, so the number is not a heading of its own and the
+    title not an unnumbered one."""
+    numbers = [ln for ln in lines if _NUMBER_ONLY.match(ln.text)]
+    if not numbers:
+        return lines
+    dropped: set[int] = set()
+    for number in numbers:
+        right = [ln for ln in lines if ln is not number and id(ln) not in dropped and _same_row(ln, number)
+                 and 0 <= ln.x0 - number.x1 <= 4 * number.size and abs(ln.size - number.size) < 0.5
+                 and ln.bold == number.bold and ln.text[:1].isupper()]
+        if not right:
+            continue
+        title = min(right, key=lambda ln: ln.x0)
+        title.text = f"{number.text} {title.text}"
+        title.x0, title.y0 = number.x0, min(number.y0, title.y0)
+        title.styled_lead = len(number.text) + 1 + title.styled_lead if title.styled_lead else 0
+        dropped.add(id(number))
+    return [ln for ln in lines if id(ln) not in dropped]
+
+
+def _mark_cells(lines: list[Line], page_width: float) -> None:
+    """Lines that are table cells: short, and sharing their row with another short line of the
+    same size close beside them (a heading stands alone on its row; a column's neighbour is a
+    full-width line or far away across the gutter, a sidebar's is set smaller)."""
+    short = [ln for ln in lines if ln.x1 - ln.x0 < 0.3 * page_width]
+    short.sort(key=lambda ln: ln.x0)
+    for i, a in enumerate(short):
+        for b in short[i + 1:]:
+            if b.x0 - a.x1 > 3 * max(a.size, b.size):
+                continue
+            if b.x0 >= a.x1 - 1 and _same_row(a, b) and abs(a.size - b.size) < 0.5:
+                a.cell = b.cell = True
 
 
 def _is_bold(span: dict[str, Any]) -> bool:
@@ -137,8 +187,12 @@ def _join_spans(spans: list[dict[str, Any]], main: dict[str, Any]) -> str:
     size = float(main["size"]) or 1.0
     base = float(main.get("origin", (0.0, 0.0))[1])
     pieces: list[str] = []
+    reach: float | None = None  # right edge of the previous span
     for sp in spans:
         text = sp["text"]
+        left, right = float(sp["bbox"][0]), float(sp["bbox"][2])
+        gap = left - reach if reach is not None else 0.0
+        reach = right
         if float(sp["size"]) < 0.9 * size and text.strip():
             shift = float(sp.get("origin", (0.0, base))[1]) - base
             raised = shift < -0.12 * size or bool(sp["flags"] & _SUPERSCRIPT_FLAG)
@@ -150,6 +204,8 @@ def _join_spans(spans: list[dict[str, Any]], main: dict[str, Any]) -> str:
                         pieces = [before.rstrip()]  # "yr −1" in the PDF is "yr⁻¹"
                     pieces.append(script + (" " if text.endswith(" ") else ""))
                     continue
+        if gap >= _WORD_GAP * size and pieces and not pieces[-1][-1:].isspace() and not text[:1].isspace():
+            pieces.append(" ")  # a word space drawn as a gap, with no space glyph ("44°" + "to")
         pieces.append(text)
     return "".join(pieces)
 
@@ -199,7 +255,8 @@ def remove_running_lines(pages: list[list[Line]], heights: list[float]) -> tuple
             if in_margin(ln, height) and (
                     _PAGE_NUMBER.match(ln.text) or _MARGIN_DATE.match(ln.text)
                     or (len(pages) >= 2 and seen[key(ln)] >= threshold and len(ln.text) <= 200)
-                    or (index > 0 and _lone_header(ln, lines, height))):
+                    or (index > 0 and _lone_header(ln, lines, height))
+                    or _lone_footer(ln, lines, height)):
                 removed += 1
                 continue
             kept.append(ln)
@@ -215,6 +272,16 @@ def _lone_header(line: Line, lines: list[Line], height: float) -> bool:
         return False
     below = [ln.y0 for ln in lines if ln.y0 > line.y1 and ln.x0 < line.x1 and line.x0 < ln.x1]
     return not below or min(below) - line.y1 > 0.8 * (line.y1 - line.y0)
+
+
+def _lone_footer(line: Line, lines: list[Line], height: float) -> bool:
+    """A footer printed once (a publisher's line or the journal's citation line on the first
+    page): in the bottom margin, below the text and standing apart from it. A footnote starts
+    with its mark and stays."""
+    if (line.y0 + line.y1) / 2 < height * (1 - _MARGIN_SHARE) or _MARKED_NOTE.match(line.text):
+        return False
+    above = [ln.y1 for ln in lines if ln is not line and ln.y1 <= line.y0 + 1 and ln.x0 < line.x1 and line.x0 < ln.x1]
+    return not above or line.y0 - max(above) > 1.5 * (line.y1 - line.y0)
 
 
 def _gaps(intervals: list[tuple[float, float]], min_gap: float) -> list[tuple[float, float]]:
@@ -289,17 +356,25 @@ def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
     return columns
 
 
-def _body_pitch(columns: list[list[Line]]) -> float:
-    pitches = [b.y1 - a.y1 for col in columns for a, b in zip(col, col[1:], strict=False)
-               if 0 < b.y1 - a.y1 < 3 * max(a.size, 1.0)]
-    return statistics.median(pitches) if pitches else 0.0
+def _pitches(columns: list[list[Line]]) -> tuple[float, dict[float, float]]:
+    """The page's usual line pitch, and the usual pitch of each font size: a page of references
+    in small print must not make the body's ordinary line pitch look like a paragraph gap."""
+    steps: dict[float, list[float]] = {}
+    for col in columns:
+        for a, b in zip(col, col[1:], strict=False):
+            if 0 < b.y1 - a.y1 < 3 * max(a.size, 1.0):
+                steps.setdefault(a.size if abs(a.size - b.size) < 0.5 else -1.0, []).append(b.y1 - a.y1)
+    every = [step for group in steps.values() for step in group]
+    by_size = {size: statistics.median(group) for size, group in steps.items() if size > 0 and len(group) >= 3}
+    return (statistics.median(every) if every else 0.0), by_size
 
 
 def _heading_line(line: Line, width: float) -> bool:
     """A line that can be a whole heading set in the body font: short, not a sentence's end,
     and a known section name, numbered (``3.``, ``2.1``, ``IV.``) or a styled ``B.`` title."""
     text = line.text
-    if line.x1 - line.x0 > 0.75 * width or len(text) > 100 or text.endswith((",", ";", ")")):
+    if line.x1 - line.x0 > 0.75 * width or len(text) > 100 or text.endswith((",", ";", ")")) \
+            or line.cell or cannot_be_heading(text):
         return False
     if text.endswith("."):  # "Results." alone on its line; any other full stop ends a sentence
         return classify_heading(heading_words(text)).kind is not None
@@ -314,7 +389,7 @@ def _heading_line(line: Line, width: float) -> bool:
 
 def build_blocks(columns: list[list[Line]]) -> list[Block]:
     """Paragraph blocks of one page's columns (continuation across columns is decided later)."""
-    pitch = _body_pitch(columns)
+    page_pitch, pitch_of = _pitches(columns)
     blocks: list[Block] = []
     for col in columns:
         if not col:
@@ -322,11 +397,14 @@ def build_blocks(columns: list[list[Line]]) -> list[Block]:
         left = min(ln.x0 for ln in col)
         right = max(ln.x1 for ln in col)
         width = max(right - left, 1.0)
-        current = Block(lines=[col[0]], column_start=True)
+        current = Block(lines=[col[0]], column_start=True, indent=col[0].x0 - left)
         for prev, line in zip(col, col[1:], strict=False):
             step = line.y1 - prev.y1
-            new = (
-                (pitch and step > pitch * 1.3)
+            # a heading's title wrapped onto a second, hanging line
+            wraps = (line.text[:1].islower() and line.bold == prev.bold and abs(line.size - prev.size) < 0.5
+                     and prev.x1 < left + 0.8 * width and _heading_line(prev, width))
+            new = not wraps and (
+                ((pitch := pitch_of.get(prev.size, page_pitch)) and step > pitch * 1.3)
                 or abs(line.size - prev.size) >= 0.5
                 or line.bold != prev.bold
                 or (line.x0 - left > max(4.0, 0.018 * width) and prev.x0 - left <= 1.0
@@ -339,7 +417,7 @@ def build_blocks(columns: list[list[Line]]) -> list[Block]:
             )
             if new:
                 blocks.append(current)
-                current = Block(lines=[line])
+                current = Block(lines=[line], indent=line.x0 - left)
             else:
                 current.lines.append(line)
         blocks.append(current)

@@ -25,6 +25,7 @@ __all__ = [
     "heading_words",
     "looks_like_reference",
     "split_run_in_heading",
+    "cannot_be_heading",
 ]
 
 EVIDENCE_KINDS = ("abstract", "introduction", "study_area", "methods", "results", "discussion",
@@ -86,7 +87,7 @@ _RUN_IN_END = re.compile(r"[\s.:—–-]+$")
 # A reference entry: "[12] A. Surname, …"; "12. Surname, A. …" or "12. A. Surname …";
 # "Surname, A. B., …" or "Surname A. 1999."
 _INITIALS = r"(?:[A-Z]\.\s?-?){1,3}"
-_SURNAME = r"[A-Z][^\W\d_]+(?:[-' ][A-Z][^\W\d_]+)?"
+_SURNAME = r"[A-Z][^\W\d_]+(?:[-'’ ][A-Z][^\W\d_]+)?"
 _REF_BRACKET = re.compile(r"^\[\d{1,3}\]\s*\S")
 _REF_AUTHOR = re.compile(rf"^(?:\d{{1,3}}\.\s+)?(?:{_SURNAME},?\s+{_INITIALS}[,\s(]|{_INITIALS}\s?{_SURNAME}[,\s])")
 _YEAR = re.compile(r"(?<!\d)(?:1[89]|20)\d{2}[a-z]?(?!\d)")
@@ -169,6 +170,23 @@ def split_run_in_heading(text: str, styled_lead: int) -> tuple[str, str] | None:
     if info.kind is None and not info.numbered:
         return None
     return title, rest
+
+
+#: a heading never ends on a word that needs another after it ("… to comprehend how its")
+_OPEN_END = re.compile(r"\b(?:the|a|an|of|and|or|to|in|on|at|by|for|with|from|is|are|was|were|be|its|their|"
+                       r"we|that|which|as|than)$", re.IGNORECASE)
+#: ... and has a word of three letters or more (not "2 NO NM", an equation's indices)
+_TITLE_WORD = re.compile(r"[^\W\d_]{3,}")
+#: "12. Kim, B.-M. et al. Weakening of …": a numbered reference entry, year or not on its first line
+_REF_AUTHOR_LIST = re.compile(rf"^(?:\d{{1,3}}\.\s+)?{_SURNAME},\s+{_INITIALS}[,\s(&]")
+
+
+def cannot_be_heading(text: str) -> bool:
+    """Whether a line's words rule it out as a heading whatever its style: it ends on a word that
+    needs another (a list item or a sentence wrapped onto the next line), has no word of three
+    letters, or opens like a reference entry."""
+    return bool(_OPEN_END.search(text) or not _TITLE_WORD.search(text) or _REF_BRACKET.match(text)
+                or _REF_AUTHOR_LIST.match(text) or looks_like_reference(text))
 
 
 def looks_like_reference(text: str) -> bool:

@@ -1,0 +1,122 @@
+"""Word spaces from glyph gaps, where a PDF draws the gap but carries no space glyph.
+
+Some typesetters position every word with a kerning offset instead of a space character. When
+the offset is smaller than MuPDF's space threshold (tight justified lines, italic citations) the
+words come out glued: ``TointerprettheAEE/IIEEratio``, ``Tietscheetal.``. The glyph positions
+still show where the words end, so the spaces are put back from them.
+
+Reading every glyph's box (PyMuPDF's ``"rawdict"``) costs as much again as reading the page, so
+it is done only on pages with a *suspect* span: one without whitespace whose letters, unknown
+to the paper as a word of their own, split wholly into words the paper uses elsewhere
+(``tietscheetal`` → ``tietsche`` ``et`` ``al``), or a run of letters longer than any word. The vocabulary only picks the pages; the spaces
+come from the geometry alone, so a real long word (``understanding``) is never split.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+__all__ = ["PaperWords", "suspect_pages", "respace_page"]
+
+_LETTERS = re.compile(r"[^\W\d_]+", re.UNICODE)
+_NOT_PROSE = re.compile(r"@|://|www\.|\bdoi\b|10\.\d{4}", re.IGNORECASE)
+#: a gap of at least this share of the font size between two glyphs is a word space
+_GAP_EM = 0.1
+#: ... and it must stand this far above the span's usual gap between letters
+_ABOVE_USUAL_EM = 0.08
+_MIN_SUSPECT = 7  # letters: shorter glued runs are too rare to be worth a page's glyph read
+_LONG_RUN = 25
+_MAX_SUSPECT = 200
+
+
+def _spans(page_dict: dict[str, Any]) -> Iterator[tuple[tuple[int, int, int], dict[str, Any]]]:
+    for b, block in enumerate(page_dict.get("blocks", ())):
+        for li, line in enumerate(block.get("lines", ())):
+            for s, span in enumerate(line.get("spans", ())):
+                yield (b, li, s), span
+
+
+class PaperWords:
+    """How often each lower-cased word stands in the paper (as a run of letters)."""
+
+    def __init__(self, page_dicts: Iterable[dict[str, Any]]) -> None:
+        self.counts: Counter[str] = Counter()
+        for page_dict in page_dicts:
+            for _key, span in _spans(page_dict):
+                self.counts.update(w.lower() for w in _LETTERS.findall(span["text"]))
+
+    def known(self, word: str) -> bool:
+        return self.counts.get(word, 0) >= 2
+
+    def splits(self, word: str) -> bool:
+        """Whether ``word`` is two or more known words written together (and not itself known)."""
+        if self.known(word) or not _MIN_SUSPECT <= len(word) <= _MAX_SUSPECT:
+            return False
+        n = len(word)
+        # reach[i]: the fewest known words that make up word[:i] (0 pieces for the empty prefix)
+        reach: list[int | None] = [0] + [None] * n
+        for end in range(2, n + 1):
+            for start in range(max(0, end - 25), end - 1):
+                pieces = reach[start]
+                if pieces is not None and self.known(word[start:end]):
+                    if reach[end] is None or pieces + 1 < reach[end]:  # type: ignore[operator]
+                        reach[end] = pieces + 1
+        best = reach[n]
+        return best is not None and best >= 2
+
+
+def _suspect(span: dict[str, Any], vocabulary: PaperWords) -> bool:
+    text = span["text"].strip()
+    if len(text) < _MIN_SUSPECT or any(ch.isspace() for ch in text) or _NOT_PROSE.search(text):
+        return False
+    letters = _LETTERS.findall(text)
+    if len(text) >= _LONG_RUN and sum(map(len, letters)) >= 0.7 * len(text):
+        return True  # a line's worth of letters with no space: no word of prose is that long
+    return any(vocabulary.splits(word.lower()) for word in letters)
+
+
+def suspect_pages(page_dicts: list[dict[str, Any]], vocabulary: PaperWords) -> dict[int, set[tuple[int, int, int]]]:
+    """Page index → the (block, line, span) keys of its suspect spans, for pages that have any."""
+    found: dict[int, set[tuple[int, int, int]]] = {}
+    for index, page_dict in enumerate(page_dicts):
+        keys = {key for key, span in _spans(page_dict) if _suspect(span, vocabulary)}
+        if keys:
+            found[index] = keys
+    return found
+
+
+def _spaced(chars: list[dict[str, Any]], size: float) -> str:
+    if len(chars) < 2:
+        return "".join(c["c"] for c in chars)
+    gaps = [b["bbox"][0] - a["bbox"][2] for a, b in zip(chars, chars[1:], strict=False)]
+    usual = statistics.median(gaps)
+    threshold = max(_GAP_EM * size, usual + _ABOVE_USUAL_EM * size)
+    out = [chars[0]["c"]]
+    for gap, a, b in zip(gaps, chars, chars[1:], strict=False):
+        if gap >= threshold and not a["c"].isspace() and not b["c"].isspace():
+            out.append(" ")
+        out.append(b["c"])
+    return "".join(out)
+
+
+def respace_page(page_dict: dict[str, Any], raw_dict: dict[str, Any], keys: set[tuple[int, int, int]]) -> int:
+    """Put word spaces from glyph gaps into the suspect spans of ``page_dict`` (in place), reading
+    the glyph boxes from ``raw_dict`` (the same page's ``"rawdict"``, same flags). Returns how many
+    spaces were added. A span whose glyphs do not spell its text is left alone."""
+    raw = dict(_spans(raw_dict))
+    added = 0
+    for key, span in _spans(page_dict):
+        if key not in keys or key not in raw:
+            continue
+        line_dir = page_dict["blocks"][key[0]]["lines"][key[1]].get("dir", (1.0, 0.0))
+        chars = raw[key].get("chars", [])
+        if abs(line_dir[1]) > 0.05 or "".join(c["c"] for c in chars) != span["text"]:
+            continue
+        spaced = _spaced(chars, float(span["size"]) or 1.0)
+        added += len(spaced) - len(span["text"])
+        span["text"] = spaced
+    return added
