@@ -67,6 +67,7 @@ _TABLE_LABEL = re.compile(r"^(?:table|tab\.|таблица)", re.IGNORECASE)
 class _Paragraph:
     text: str
     pages: list[tuple[int, int]]  # (offset in text, page) at each line start
+    style: tuple[float, bool, str] = (0.0, False, "")  # the first line's size, weight and face
 
 
 @dataclass
@@ -308,7 +309,7 @@ def _paragraph(lines: list[Line], vocabulary: Vocabulary) -> _Paragraph:
     for ln in lines:
         text = join_wrapped(text, ln.text, vocabulary)
         pages.append((len(text) - len(ln.text), ln.page))
-    return _Paragraph(text, pages)
+    return _Paragraph(text, pages, (lines[0].size, lines[0].bold, lines[0].font) if lines else (0.0, False, ""))
 
 
 def _elements(pages: list[list[Line]], widths: list[float], heights: list[float], body: float) -> _Elements:
@@ -338,11 +339,14 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
         column_break = False
 
     for lines, width, height in zip(pages, widths, heights, strict=True):
+        cells = _table_cells(lines, body)
+        if cells:
+            out.tables.append(sorted((ln for ln in lines if id(ln) in cells), key=lambda ln: (ln.y0, ln.x0)))
+            lines = [ln for ln in lines if id(ln) not in cells]
         blocks = build_blocks(reading_order(join_drop_caps(lines), width))
         footnotes = _footnote_blocks(blocks, body, height)
         wide = sorted(ln.x1 - ln.x0 for ln in lines if len(ln.text) > 40)
         typical_width = wide[len(wide) // 2] if wide else width / 2
-        in_table = False  # after a table's caption: the smaller, short-lined blocks are its cells
         for index, block in enumerate(blocks):
             column_break = column_break or block.column_start
             first = block.first.text
@@ -354,13 +358,7 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
             if CAPTION_START.match(first):
                 out.captions.append(block.lines)
                 label_only = len(block.lines) == 1 and not first.rstrip().endswith((".", ":", "|"))
-                in_table = bool(_TABLE_LABEL.match(first))
                 continue
-            smaller = block.first.size < body - 0.4
-            if in_table and smaller and all(ln.x1 - ln.x0 < 0.6 * typical_width for ln in block.lines):
-                out.tables.append(block.lines)
-                continue
-            in_table = False
             if id(block) in footnotes or NON_EVIDENCE_LINE.match(first):
                 out.footnotes.append(block.lines)
                 continue
@@ -390,6 +388,30 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
             column_break = False
         release()
     return out
+
+
+def _table_cells(lines: list[Line], body: float) -> set[int]:
+    """Ids of the lines of tables, cut out of a page before its reading order is found: below a
+    table's caption, the lines set smaller than the body down to the first body-size line under
+    the caption. A table's columns would otherwise be read as the page's columns, and its header
+    cells as headings."""
+    found: set[int] = set()
+    for caption in (ln for ln in lines if _TABLE_LABEL.match(ln.text) and CAPTION_START.match(ln.text)):
+        left, right = caption.x0, caption.x1
+        below = sorted((ln for ln in lines if ln.y0 >= caption.y1 - 1), key=lambda ln: ln.y0)
+        bottom = caption.y1
+        for ln in below:  # the caption's own further lines, at its pitch
+            if abs(ln.size - caption.size) < 0.5 and ln.y0 - bottom <= 0.6 * ln.size and ln.x0 < right:
+                bottom, right = ln.y1, max(right, ln.x1)
+            elif ln.y0 > bottom:
+                break
+        for ln in below:
+            if ln.y0 <= bottom - 1 or ln.x1 < left or ln.x0 > right:
+                continue
+            if ln.size >= body - 0.4:
+                break
+            found.add(id(ln))
+    return found
 
 
 def _runs_on(block: Block, following: Block | None) -> bool:
@@ -463,7 +485,7 @@ def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> lis
         if inline is not None or run_in is not None:
             title, rest = inline or run_in  # type: ignore[misc]
             cut = len(para.text) - len(rest)
-            para = _Paragraph(rest, [(max(0, o - cut), p) for o, p in para.pages])
+            para = _Paragraph(rest, [(max(0, o - cut), p) for o, p in para.pages], para.style)
             if inline is not None:
                 sections.append(_Section(title, "abstract", True))
                 recognised = True
@@ -477,15 +499,45 @@ def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> lis
     if not recognised:
         sections[0].kind, sections[0].evidence = "other", True
     elif not any(s.kind == "abstract" for s in sections) and sections[0].paragraphs:
-        # revtex and others print the abstract with no heading: the front matter's last
-        # paragraph, when it reads like prose, is the abstract
-        last = sections[0].paragraphs[-1]
-        if (len(last.text) >= 200 and last.text.endswith(".") and len(sentence_bounds(last.text)) >= 2
-                and not _AFFILIATION.search(last.text)):
-            sections[0].paragraphs.pop()
-            sections.insert(1, _Section("Abstract (no heading in the PDF)", "abstract", True, [last],
-                                        inferred_title=True))
+        sections[1:1] = _unlabelled_abstract(sections[0])
     return [s for s in sections if s.paragraphs or s.title]
+
+
+def _is_prose(para: _Paragraph) -> bool:
+    return (len(para.text) >= 200 and para.text.endswith(".") and len(sentence_bounds(para.text)) >= 2
+            and not _AFFILIATION.search(para.text))
+
+
+def _unlabelled_abstract(front: _Section) -> list[_Section]:
+    """The abstract (and introduction) of a paper that prints no abstract heading, taken out of
+    its front matter.
+
+    The first prose paragraph after the title block is the abstract, with the prose paragraphs
+    right after it set in the same size, weight and face. Prose that follows in another style
+    (Nature's bold abstract above a plain introduction without a heading) is the introduction.
+    Where nothing follows (revtex), the front matter's last prose paragraph is the abstract.
+    """
+    paragraphs = front.paragraphs
+    prose = [i for i, para in enumerate(paragraphs) if _is_prose(para)]
+    if not prose:
+        return []
+    first = prose[0]
+    end = first + 1
+    while end < len(paragraphs) and _is_prose(paragraphs[end]) and paragraphs[end].style == paragraphs[first].style:
+        end += 1
+    after = paragraphs[end:]
+    body = next((para.style for para in after if _is_prose(para) and para.style != paragraphs[first].style), None)
+    if body is not None:
+        # the introduction's paragraphs; notes set apart from it (affiliations) stay front matter
+        abstract = paragraphs[first:end]
+        introduction = [para for para in after if para.style == body or _is_prose(para)]
+        paragraphs[first:] = [para for para in after if not (para.style == body or _is_prose(para))]
+        return [_Section("Abstract (no heading in the PDF)", "abstract", True, abstract, inferred_title=True),
+                _Section("Introduction (no heading in the PDF)", "introduction", True, introduction,
+                         inferred_title=True)]
+    if prose[-1] != len(paragraphs) - 1:
+        return []
+    return [_Section("Abstract (no heading in the PDF)", "abstract", True, [paragraphs.pop()], inferred_title=True)]
 
 
 def _assemble(sha: str, pages: list[list[Line]], widths: list[float], heights: list[float],

@@ -64,6 +64,7 @@ class Line:
     styled_lead: int = 0
     #: a table cell: shares its row with other short lines close beside it
     cell: bool = False
+    font: str = ""  # of the line's main span: a face can set text apart where the flags do not
 
 
 @dataclass
@@ -113,7 +114,7 @@ def page_lines(page_dict: dict[str, Any], page_number: int) -> tuple[list[Line],
                 lead = len(normalise_line(styled)) if styled.strip() else 0
             x0, y0, x1, y1 = ln["bbox"]
             lines.append(Line(text, x0, y0, x1, y1, round(float(main["size"]), 1), all(styles),
-                              all(slants), page_number, lead))
+                              all(slants), page_number, lead, font=str(main.get("font", ""))))
     lines = _join_set_apart_numbers(lines)
     _mark_cells(lines, float(page_dict.get("width") or 595.0))
     return lines, rotated
@@ -402,9 +403,10 @@ def build_blocks(columns: list[list[Line]]) -> list[Block]:
             step = line.y1 - prev.y1
             # a heading's title wrapped onto a second, hanging line
             wraps = (line.text[:1].islower() and line.bold == prev.bold and abs(line.size - prev.size) < 0.5
-                     and prev.x1 < left + 0.8 * width and _heading_line(prev, width))
+                     and (prev.bold or prev.x1 < left + 0.8 * width and _heading_line(prev, width)))
             new = not wraps and (
-                ((pitch := pitch_of.get(prev.size, page_pitch)) and step > pitch * 1.3)
+                # a size with few lines on the page (a title) is set at least 1.2 times its size
+                ((pitch := pitch_of.get(prev.size) or max(page_pitch, 1.2 * prev.size)) and step > pitch * 1.3)
                 or abs(line.size - prev.size) >= 0.5
                 or line.bold != prev.bold
                 or (line.x0 - left > max(4.0, 0.018 * width) and prev.x0 - left <= 1.0
