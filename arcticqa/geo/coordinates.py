@@ -1,12 +1,13 @@
 """A deterministic parser for geographic coordinates written in scientific prose.
 
 It finds latitudes and longitudes in decimal degrees or degrees–minutes–seconds (``°′″``, ASCII
-quotes, or ``d m s``), with hemisphere letters before or after the number, signed values after a
-``lat``/``lon`` label, comma decimals, and latitude ranges such as ``78–80°N``. A latitude next to
-a longitude becomes one point; a latitude alone is kept (longitude alone proves nothing about
-study geography and is ignored). Values that look like coordinates but are impossible (latitude
-above 90°, minutes ≥ 60, a minus sign with a hemisphere letter, …) are returned as rejections
-with a reason, so a reader can see what was not trusted.
+quotes, or ``d m s``), with hemisphere letters before or after the number (or, after it, the
+Russian abbreviations ``с. ш.``, ``ю. ш.``, ``в. д.``, ``з. д.`` and their long forms), signed
+values after a ``lat``/``lon`` label, comma decimals, and latitude ranges such as ``78–80°N``.
+A latitude next to a longitude becomes one point; a latitude alone is kept (longitude alone
+proves nothing about study geography and is ignored). Values that look like coordinates but are
+impossible (latitude above 90°, minutes ≥ 60, a minus sign with a hemisphere letter, …) are
+returned as rejections with a reason, so a reader can see what was not trusted.
 """
 
 from __future__ import annotations
@@ -67,12 +68,26 @@ def _angle(p: str) -> str:
             rf"(?:\s*(?P<{p}sec>{_SMALL})\s*{_SEC})?)?")
 
 
-_HEM_AFTER = r"\s*(?P<hem>[NSEW])(?![A-Za-z])"
+# Hemisphere words written after a number: a Latin letter, or Russian "с. ш." (северной широты,
+# north), "ю. ш." (южной широты, south), "в. д." (восточной долготы, east), "з. д." (западной
+# долготы, west) — with or without the dots and the space between them, shortened "сев. шир.",
+# "вост. долг.", or written out. The initial must carry a dot or touch the second letter, so the
+# prepositions "с" and "в" followed by a word cannot read as a hemisphere.
+_CYR = "А-Яа-яЁё"
+_RU_HEM = {
+    "N": r"с(?:ев)?(?:\.\s?)?ш(?:ир)?\.?|северн(?:ой|ая)\s+широты",
+    "S": r"ю(?:ж)?(?:\.\s?)?ш(?:ир)?\.?|южн(?:ой|ая)\s+широты",
+    "E": r"в(?:ост)?(?:\.\s?)?д(?:олг)?\.?|восточн(?:ой|ая)\s+долготы",
+    "W": r"з(?:ап)?(?:\.\s?)?д(?:олг)?\.?|западн(?:ой|ая)\s+долготы",
+}
+_HEM = "(?:[NSEW](?![A-Za-z])|(?i:" + "|".join(_RU_HEM.values()) + rf")(?![{_CYR}A-Za-z]))"
+_RU_HEM_RE = {hem: re.compile(rf"(?:{pattern})\Z") for hem, pattern in _RU_HEM.items()}
+_HEM_AFTER = rf"\s*(?P<hem>{_HEM})"
 _LEFT = rf"(?<![\w.{_DEGREE_MARKS}'’′\-−])(?<!\d[.,])"
 
-# "78–80°N", "78°–80°N", "78°N–80°N", "66°33′–67°N", "from 78 to 80° N"
+# "78–80°N", "78°–80°N", "78°N–80°N", "66°33′–67°N", "from 78 to 80° N", "от 70° до 75° с. ш."
 _RANGE_RE = re.compile(
-    _LEFT + _angle("a") + r"\s*(?P<hema>[NSEW](?![A-Za-z]))?\s*(?:[–—\-−]|\bto\b)\s*"
+    _LEFT + _angle("a") + rf"\s*(?P<hema>{_HEM})?\s*(?:[–—\-−]|\bto\b|\bдо\b)\s*"
     + _angle("b") + _HEM_AFTER
 )
 # One alternation, so the leftmost reading wins: in "N 78°55′ E 11°56′" the letters lead, in
@@ -83,11 +98,13 @@ _SINGLE_RE = re.compile(
 )
 _LABEL_RE = re.compile(
     r"(?<![A-Za-z])(?P<label>lat(?:itude)?|lon(?:g(?:itude)?)?)\.?\s*(?:[:=]|of|is)?\s*"
-    rf"(?P<sign>{_SIGN})?" + _angle("") + r"(?:\s*(?P<hem>[NSEW])(?![A-Za-z]))?",
+    rf"(?P<sign>{_SIGN})?" + _angle("") + rf"(?:\s*(?P<hem>{_HEM}))?",
     re.IGNORECASE,
 )
-# What may sit between a latitude and its longitude: "78°N, 12°E", "78°N and 12°E", "78°N / 12°E"
-_PAIR_GAP_RE = re.compile(r"^[\s,;/]*(?:and\s+|&\s*)?(?:lon(?:g(?:itude)?)?\.?\s*[:=]?\s*)?$", re.IGNORECASE)
+# What may sit between a latitude and its longitude: "78°N, 12°E", "78°N and 12°E", "78°N / 12°E",
+# "72° с. ш. и 126° в. д.", "72° с. ш., долгота 126° в. д."
+_PAIR_GAP_RE = re.compile(r"^[\s,;/]*(?:and\s+|и\s+|&\s*)?(?:(?:lon(?:g(?:itude)?)?|долгота)\.?\s*[:=]?\s*)?$",
+                          re.IGNORECASE)
 
 
 @dataclass
@@ -134,6 +151,17 @@ def _check(axis: Axis, value: float) -> None:
         raise _Reject(f"{'latitude' if axis == 'lat' else 'longitude'} {abs(value):g}° is beyond ±{limit:g}°")
 
 
+def _hem_letter(written: str | None) -> str | None:
+    """N, S, E or W for a hemisphere as written (a Latin letter or a Russian abbreviation)."""
+    if written is None or len(written) == 1 and written.isascii():
+        return written
+    norm = re.sub(r"\s+", " ", written.lower())
+    for hem, pattern in _RU_HEM_RE.items():
+        if pattern.match(norm):
+            return hem
+    raise AssertionError(f"unknown hemisphere {written!r}")  # the regexes only match the forms above
+
+
 def _hem_axis(hem: str) -> tuple[Axis, int]:
     return ("lat", 1 if hem == "N" else -1) if hem in "NS" else ("lon", 1 if hem == "E" else -1)
 
@@ -175,7 +203,8 @@ def parse_coordinates(text: str) -> CoordinateParse:
     for m in _RANGE_RE.finditer(text):
         if not free(m.start(), m.end()):
             continue
-        hem, hem_a = m.group("hem"), m.group("hema")
+        hem, hem_a = _hem_letter(m.group("hem")), _hem_letter(m.group("hema"))
+        assert hem is not None
         if hem not in "NS":
             continue  # longitude bands say nothing about study latitude
         if hem_a is not None and hem_a != hem:
@@ -216,7 +245,7 @@ def parse_coordinates(text: str) -> CoordinateParse:
         if not free(m.start(), m.end()):
             continue
         axis: Axis = "lat" if m.group("label").lower().startswith("lat") else "lon"
-        hem = m.group("hem")
+        hem = _hem_letter(m.group("hem"))
         if hem is not None:
             hem_axis, hem_sign = _hem_axis(hem)
             if hem_axis != axis:
@@ -230,7 +259,9 @@ def parse_coordinates(text: str) -> CoordinateParse:
         if not free(m.start(), m.end()):
             continue
         p = "b" if m.group("bhem") else ""
-        axis, hem_sign = _hem_axis(m.group(f"{p}hem"))
+        written = _hem_letter(m.group(f"{p}hem"))
+        assert written is not None
+        axis, hem_sign = _hem_axis(written)
         marked = _is_marked(m, p)
         if not marked and "." not in m.group(f"{p}deg").replace(",", "."):
             continue  # "78 N", "Table S2": too weak without a degree mark or a decimal

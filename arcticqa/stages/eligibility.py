@@ -5,9 +5,11 @@ the Arctic Circle (66.56°N), or a marine site inside an eligible Arctic marine 
 seas that straddle the circle only north of it, unless the policy says otherwise). Sites come
 from three sources, kept apart with their evidence: the coordinate parser, the gazetteer, and the
 ``site_extractor`` LLM role (which only cites span ids; coordinates never come from the model).
-The decision is ``eligible``, ``ineligible`` (with the rule of every failing site) or
-``needs_review``; every site found — including background mentions that did not count — is
-listed in the decision, which also carries the SHA-256 of the policy, region and gazetteer files.
+A place named only as a bound or reference point ("between Iceland and …", "off X", "north of
+X", "from X to Y") is a landmark, not a site. The decision is ``eligible``, ``ineligible`` (with
+the rule of every failing site) or ``needs_review``; every site found — including background
+mentions and landmarks that did not count — is listed in the decision, which also carries the
+SHA-256 of the policy, region and gazetteer files.
 
 Pure functions, no database and no Prefect: the runner persists the returned pydantic objects.
 """
@@ -26,6 +28,7 @@ from pydantic import BaseModel, Field
 from arcticqa.evidence import Document
 from arcticqa.geo.coordinates import parse_coordinates
 from arcticqa.geo.gazetteer import Gazetteer, Place, load_gazetteer
+from arcticqa.geo.landmarks import landmark_phrase
 from arcticqa.geo.policy import EligibilityPolicy, load_eligibility_policy
 from arcticqa.geo.regions import MarineRegion, RegionSet, load_regions, normalize_lon
 from arcticqa.llm.types import RoleClient
@@ -68,6 +71,9 @@ R_STRADDLE = rule("eligibility.site_straddles_circle",
                   "site or named sea straddles the Arctic Circle and nothing places it north")
 R_BACKGROUND = rule("eligibility.background_mention",
                     "place named outside the study-site sections (or as background); not used")
+R_LANDMARK = rule("eligibility.landmark_mention",
+                  "place named as a bound or reference point (between X and Y, off X, north of X, "
+                  "from X to Y), not as a study site; not used")
 R_UNLOCATED = rule("eligibility.site_unlocated",
                    "site named by the model but neither in the gazetteer nor given coordinates in its span")
 R_REFINED = rule("eligibility.region_refined_by_site",
@@ -85,7 +91,7 @@ R_LLM_NAME = rule("eligibility.llm_name_not_in_span",
 
 SiteSource = Literal["coordinates", "gazetteer", "llm"]
 SiteKind = Literal["land", "sea", "unknown"]
-Verdict = Literal["eligible", "ineligible", "uncertain", "background", "unlocated", "context"]
+Verdict = Literal["eligible", "ineligible", "uncertain", "background", "landmark", "unlocated", "context"]
 
 # a coordinate this close to a gazetteer name (characters, degrees) is taken to be that place
 _NEAR_CHARS = 120
@@ -116,6 +122,7 @@ class SiteMention(BaseModel):
     region_hint: str | None = None  # the marine region a named sea is judged by
     primary: bool = True
     doc_start: int | None = None  # offset in Document.text, when known
+    landmark: str | None = None  # the phrase naming the place as a bound or reference point
 
 
 class SiteVerdict(BaseModel):
@@ -163,7 +170,7 @@ class EligibilityDecision(BaseModel):
                 "kind": v.mention.kind, "source": v.mention.source, "region": v.region,
                 "eligible": v.eligible, "verdict": v.verdict, "rule_id": v.rule_id, "reason": v.reason,
                 "span_id": v.mention.span_id, "section": v.mention.section, "text": v.mention.text,
-                "primary": v.mention.primary,
+                "primary": v.mention.primary, "landmark": v.mention.landmark,
             } for v in self.sites],
             "warnings": [w.model_dump() for w in self.warnings],
             "site_rule": self.site_rule,
@@ -237,6 +244,8 @@ def find_sites(document: Document | None, paper: PaperRecord,
 
     A coordinate written next to a gazetteer name that lies near it is attached to that place
     (taking its land/sea kind), so "Ny-Ålesund (78.92°N, 11.93°E)" is one land site, not two.
+    A place named as a bound or reference point is marked as a landmark and lends nothing to a
+    coordinate beside it: in "between Iceland and Greenland (68°N, 25°W)" the point is the site.
     """
     pol, regions, gaz = _assets(policy)
     primary_sections = set(pol.primary_sections)
@@ -245,6 +254,9 @@ def find_sites(document: Document | None, paper: PaperRecord,
     for piece in _pieces(document, paper):
         primary = piece.section in primary_sections
         places = gaz.find(piece.text)
+        coords = parse_coordinates(piece.text).coordinates
+        anchors = [(pm.start, pm.end) for pm in places] + [(c.start, c.end) for c in coords]
+        landmarks = {pm.start: landmark_phrase(piece.text, pm.start, pm.end, anchors) for pm in places}
         for pm in places:
             doc_start = piece.doc_start + pm.start if piece.doc_start is not None else None
             key = ("gazetteer", doc_start if doc_start is not None else (piece.span_id, pm.start), pm.end - pm.start)
@@ -253,8 +265,8 @@ def find_sites(document: Document | None, paper: PaperRecord,
             seen.add(key)
             out.append(SiteMention(source="gazetteer", name=pm.place.name, text=pm.text, span_id=piece.span_id,
                                    section=piece.section, start=pm.start, end=pm.end, primary=primary,
-                                   doc_start=doc_start, **_place_fields(pm.place)))
-        for c in parse_coordinates(piece.text).coordinates:
+                                   doc_start=doc_start, landmark=landmarks[pm.start], **_place_fields(pm.place)))
+        for c in coords:
             doc_start = piece.doc_start + c.start if piece.doc_start is not None else None
             key = ("coordinates", doc_start if doc_start is not None else (piece.span_id, c.start), c.end - c.start)
             if key in seen:
@@ -262,6 +274,8 @@ def find_sites(document: Document | None, paper: PaperRecord,
             seen.add(key)
             ranked = []
             for pm in places:
+                if landmarks[pm.start] is not None:
+                    continue
                 chars = min(abs(pm.start - c.end), abs(c.start - pm.end))
                 rank = _near_place(c.lat, c.lon, pm.place, regions) if chars <= _NEAR_CHARS else None
                 if rank is not None:
@@ -335,12 +349,19 @@ def _judge(m: SiteMention, containing: list[MarineRegion], pol: EligibilityPolic
     if hi < 0:
         what = "Antarctic" if hi <= -60 else "southern hemisphere"
         return "ineligible", R_SOUTHERN.id, f"{what} site at {-hi:.2f}°S{where}", region_name
+    band = m.lat_min is not None and m.lat_max is not None
     if lo < 0:
+        if hi < circle:  # the Andes (55°S–11°N): no part of it reaches the circle
+            return ("ineligible", R_SOUTH.id, f"extent {-lo:.2f}°S–{hi:.2f}°N lies south of {circle}°N",
+                    region_name)
         return "uncertain", R_STRADDLE.id, "latitude band crosses the equator", region_name
     if m.kind == "land":
         if lo >= circle:
             return "eligible", R_NORTH.id, f"terrestrial site at {lo:.2f}°N ≥ {circle}°N", region_name
         if hi < circle:
+            if band:
+                return ("ineligible", R_SOUTH.id,
+                        f"terrestrial extent {lo:.2f}–{hi:.2f}°N lies south of {circle}°N", region_name)
             return "ineligible", R_SOUTH.id, f"terrestrial site at {hi:.2f}°N < {circle}°N", region_name
         return "uncertain", R_STRADDLE.id, f"extent {lo:.2f}–{hi:.2f}°N crosses {circle}°N", region_name
     # marine (or unknown) sites: region membership first, then latitude
@@ -383,6 +404,10 @@ def judge_sites(mentions: Iterable[SiteMention], policy: EligibilityPolicy | Non
         if not m.primary:
             out.append(SiteVerdict(mention=m, site_key=key, verdict="background", rule_id=R_BACKGROUND.id,
                                    reason=f"named in section '{m.section}', which does not locate the study"))
+            continue
+        if m.landmark is not None:
+            out.append(SiteVerdict(mention=m, site_key=key, verdict="landmark", rule_id=R_LANDMARK.id,
+                                   reason=f"named as a bound or reference point ({m.landmark!r}), not as a site"))
             continue
         if m.lat is None:
             out.append(SiteVerdict(mention=m, site_key=key, verdict="unlocated", rule_id=R_UNLOCATED.id,
@@ -430,7 +455,7 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
     # one verdict per distinct site: coordinates beat a gazetteer name beat a model's name
     by_site: dict[str, SiteVerdict] = {}
     for v in verdicts:
-        if v.verdict in ("background", "unlocated"):
+        if v.verdict in ("background", "landmark", "unlocated"):
             continue
         cur = by_site.get(v.site_key)
         if cur is None or _SOURCE_RANK[v.mention.source] < _SOURCE_RANK[cur.mention.source]:
@@ -486,6 +511,7 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
         cue = _lab_cue(texts, pol)
         unlocated = [v for v in verdicts if v.verdict == "unlocated"]
         background = [v for v in verdicts if v.verdict == "background"]
+        landmarks = [v for v in verdicts if v.verdict == "landmark"]
         if cue is not None:
             decision, rule_ids = "ineligible", [R_LAB.id]
             rejections.append(R_LAB.reject(f"no study site found and the text reads as lab/model-only "
@@ -493,9 +519,10 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
         else:
             decision, rule_ids = "needs_review", [R_NO_SITE.id]
             rejections.append(R_NO_SITE.reject(
-                "no primary study site found" + (f"; background mentions: {', '.join(names(background))}"
-                                                  if background else ""),
-                background=names(background), unlocated=names(unlocated)))
+                "no primary study site found"
+                + (f"; landmarks: {', '.join(names(landmarks))}" if landmarks else "")
+                + (f"; background mentions: {', '.join(names(background))}" if background else ""),
+                background=names(background), landmarks=names(landmarks), unlocated=names(unlocated)))
     else:
         n = len(chosen)
         if pol.site_rule == "any":
@@ -605,6 +632,22 @@ def _resolve_piece(span_id: str, document: Document | None, paper: PaperRecord) 
     return None
 
 
+def _anchors(text: str, gaz: Gazetteer) -> list[tuple[int, int]]:
+    """Where ``text`` names a place or writes a coordinate (the ends of "from X to Y")."""
+    return ([(pm.start, pm.end) for pm in gaz.find(text)]
+            + [(c.start, c.end) for c in parse_coordinates(text).coordinates])
+
+
+def _landmark_only(name: str, text: str, gaz: Gazetteer) -> str | None:
+    """The bound phrase when every mention of ``name`` in ``text`` names it as a landmark, else None."""
+    hits = list(re.finditer(re.escape(name), text, flags=re.IGNORECASE))
+    if not hits:
+        return None
+    anchors = _anchors(text, gaz)
+    phrases = [landmark_phrase(text, h.start(), h.end(), anchors) for h in hits]
+    return phrases[0] if all(phrases) else None
+
+
 def _mention_from_proposal(ps: ProposedSite, piece: _Piece, gaz: Gazetteer,
                            pol: EligibilityPolicy) -> SiteMention:
     at = _norm(piece.text).find(_norm(ps.name))
@@ -619,6 +662,7 @@ def _mention_from_proposal(ps: ProposedSite, piece: _Piece, gaz: Gazetteer,
         "section": piece.section, "start": start, "end": end, "kind": "unknown",
         "primary": piece.section in set(pol.primary_sections) and ps.role == "study_site",
         "doc_start": piece.doc_start + start if piece.doc_start is not None else None,
+        "landmark": _landmark_only(ps.name, piece.text, gaz),
     }
     place = gaz.lookup(ps.name)
     if place is None:
@@ -640,7 +684,8 @@ async def extract_sites_llm(document: Document | None, paper: PaperRecord, llm: 
     """Ask ``site_extractor`` for study sites; keep only those whose cited span names them.
 
     The model's coordinates are never used: a kept site is located through the gazetteer, or by
-    the coordinates written in its cited span, or stays unlocated (listed, not decisive).
+    the coordinates written in its cited span, or stays unlocated (listed, not decisive). A site
+    its span names only as a bound or reference point ("off X") is kept as a landmark.
     """
     pol, _regions, gaz = _assets(policy)
     variables = site_extractor_variables(document, paper, pol)
@@ -668,12 +713,17 @@ async def extract_sites_llm(document: Document | None, paper: PaperRecord, llm: 
 
 
 def baseline_site_proposals(variables: Mapping[str, Any]) -> SiteExtractorReply:
-    """A rule-based stand-in for the role (offline provider): every gazetteer name in the spans."""
+    """A rule-based stand-in for the role (offline provider): every gazetteer name in the spans
+    that is not named as a bound or reference point there."""
     gaz = load_gazetteer(load_eligibility_policy().gazetteer_file)
     sites: list[ProposedSite] = []
     seen: set[tuple[str, str]] = set()
     for span in variables.get("spans", []):
-        for pm in gaz.find(str(span.get("text", ""))):
+        text = str(span.get("text", ""))
+        anchors = _anchors(text, gaz)
+        for pm in gaz.find(text):
+            if landmark_phrase(text, pm.start, pm.end, anchors) is not None:
+                continue
             key = (pm.place.name, str(span["id"]))
             if key not in seen:
                 seen.add(key)
