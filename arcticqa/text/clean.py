@@ -41,8 +41,13 @@ _DEGREE_LIKE = re.compile(rf"(?<=\d)(\s?)(?:[{_DEGREE_MARKS}]|⁰(?=\s?[NSEWCFK\
 _SPACING_ACCENTS = {"˙": "\u0307", "˘": "\u0306", "ˇ": "\u030c", "˝": "\u030b", "¨": "\u0308",
                     "˚": "\u030a", "¸": "\u0327", "˛": "\u0328", "¯": "\u0304", "˜": "\u0303", "ˆ": "\u0302"}
 _LOOSE_ACCENT = re.compile(f"([{''.join(_SPACING_ACCENTS)}])([^\\W\\d_])")
+# other fonts draw the accent after its letter, over it ("Radic´" for "Radić"): an accent that
+# ends a word goes back on the letter before it. The acute only then: before a letter it is as
+# often an apostrophe ("don´t")
+_AFTER_ACCENTS = {**_SPACING_ACCENTS, "´": "\u0301"}
+_TRAILING_ACCENT = re.compile(f"(?<=[^\\W\\d_])([{''.join(_AFTER_ACCENTS)}])(?![^\\W\\d_])")
 # one test for everything the slow path handles: most lines have none of it
-_NEEDS_CARE = re.compile(f"[{_DEGREE_MARKS}⁰{SCRIPT_CHARS}{''.join(_SPACING_ACCENTS)}]")
+_NEEDS_CARE = re.compile(f"[{_DEGREE_MARKS}⁰{SCRIPT_CHARS}{''.join(_AFTER_ACCENTS)}]")
 
 
 def script_text(text: str, raised: bool, previous: str = "") -> str | None:
@@ -79,6 +84,7 @@ def normalise_line(text: str) -> str:
     if not _NEEDS_CARE.search(text):
         return collapse_spaces(unicodedata.normalize("NFKC", text).translate(_INVISIBLE))
     text = _DEGREE_LIKE.sub(r"\1°", text)
+    text = _TRAILING_ACCENT.sub(lambda m: _AFTER_ACCENTS[m.group(1)], text)
     text = _LOOSE_ACCENT.sub(lambda m: m.group(2) + _SPACING_ACCENTS[m.group(1)], text)
     return collapse_spaces(_nfkc(text).translate(_INVISIBLE))
 

@@ -43,6 +43,7 @@ from arcticqa.text.sections import (
     NON_EVIDENCE_LINE,
     cannot_be_heading,
     classify_heading,
+    figures_in,
     heading_words,
     looks_like_reference,
     numbering_of,
@@ -61,6 +62,8 @@ PDF_MAGIC = b"%PDF-"
 _CLOSING = (".", "!", "?", ":", ";", "\"", "”", "»", ")", "]")
 _FOOTNOTE_MARK = re.compile(r"^[∗*†‡§¶⁰¹²³⁴⁵⁶⁷⁸⁹]")
 _TABLE_LABEL = re.compile(r"^(?:table|tab\.|таблица)", re.IGNORECASE)
+_CAPTION_LABEL = re.compile(r"^(?:fig(?:ure)?\.?|table|tab\.|рис(?:унок)?\.?|таблица)\s*[A-Z]?\d+[a-z]?\s+(?=\S)",
+                            re.IGNORECASE)
 
 
 @dataclass
@@ -165,7 +168,7 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
             widths.append(float(page.rect.width))
             heights.append(float(page.rect.height))
         read = [d for d in page_dicts if d is not None]
-        suspects = suspect_pages(read, PaperWords(read)) if read else {}
+        suspects = suspect_pages(PaperWords(read))
         read_index = [i for i, d in enumerate(page_dicts) if d is not None]
         spaces_added = 0
         for position, keys in suspects.items():
@@ -250,11 +253,11 @@ def _is_heading(block: Block, body: float) -> bool:
         return True  # styled: the long-standing rule, kept for every layout that relies on it
     style, _level, cut = numbering_of(text)
     rest = text[cut:]
-    if style is None or not rest[:1].isupper() or sum(ch.isdigit() for ch in rest) > 4:
+    if style is None or not rest[:1].isupper() or figures_in(rest) > 4:
         return False
     score = {"digits": 2, "roman": 2, "letter": 1}[style]
     score += len(block.lines) == 1
-    score -= 2 * (block.indent > max(4.0, 0.5 * body))  # an enumerated list's item, set in
+    score -= 2 * (block.indent > max(4.0, 0.5 * body) and not block.centred)  # a list's item, set in
     score += all(ln.italic for ln in block.lines)
     score += sum(ch.isupper() for ch in rest) > 0.8 * sum(ch.isalpha() for ch in rest)
     score -= 2 * text.endswith((".", "!", "?"))
@@ -290,7 +293,7 @@ def _footnote_blocks(blocks: list[Block], body: float, height: float) -> set[int
         above: Block | None = None  # what the run sits under
         for block in reversed(column):
             if (block.first.size > 0.92 * body or block.first.y0 < 0.55 * height
-                    or CAPTION_START.match(block.first.text)):
+                    or _opens_caption(block.first)):
                 above = block
                 break
             run.append(block)
@@ -355,7 +358,7 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
                 label_only = False
                 continue
             label_only = False
-            if CAPTION_START.match(first):
+            if _opens_caption(block.first):
                 out.captions.append(block.lines)
                 label_only = len(block.lines) == 1 and not first.rstrip().endswith((".", ":", "|"))
                 continue
@@ -396,7 +399,7 @@ def _table_cells(lines: list[Line], body: float) -> set[int]:
     the caption. A table's columns would otherwise be read as the page's columns, and its header
     cells as headings."""
     found: set[int] = set()
-    for caption in (ln for ln in lines if _TABLE_LABEL.match(ln.text) and CAPTION_START.match(ln.text)):
+    for caption in (ln for ln in lines if _TABLE_LABEL.match(ln.text) and _opens_caption(ln)):
         left, right = caption.x0, caption.x1
         below = sorted((ln for ln in lines if ln.y0 >= caption.y1 - 1), key=lambda ln: ln.y0)
         bottom = caption.y1
@@ -412,6 +415,16 @@ def _table_cells(lines: list[Line], body: float) -> set[int]:
                 break
             found.add(id(ln))
     return found
+
+
+def _opens_caption(line: Line) -> bool:
+    """``Figure 3.``, ``Table 1 |``, a label alone; or Springer's ``Fig. 11`` set in bold before
+    the caption's plain words, with no punctuation between."""
+    if CAPTION_START.match(line.text):
+        return True
+    label = _CAPTION_LABEL.match(line.text)
+    # the styled lead is counted without the spaces between its runs
+    return label is not None and not line.bold and line.styled_lead >= len("".join(label.group(0).split()))
 
 
 def _runs_on(block: Block, following: Block | None) -> bool:

@@ -23,7 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from arcticqa.text.clean import SCRIPT_CHARS, normalise_line, script_text
-from arcticqa.text.sections import cannot_be_heading, classify_heading, heading_words, numbering_of
+from arcticqa.text.sections import (
+    cannot_be_heading,
+    classify_heading,
+    figures_in,
+    heading_words,
+    numbering_of,
+)
 
 __all__ = ["Line", "Block", "page_lines", "remove_running_lines", "reading_order", "build_blocks",
            "join_drop_caps"]
@@ -38,6 +44,9 @@ _MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
 _MARGIN_DATE = re.compile(rf"^(?:{_MONTHS}\s+\d{{1,2}},?\s+\d{{4}}|\d{{1,2}}\s+{_MONTHS}\s+\d{{4}}"
                           r"|\d{4}-\d{2}-\d{2})$", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
+#: a bold face by its name where the font's flags do not say so: "…Bold", "…Black", "…Semibold",
+#: Springer's "AdvPTimesB", TeX's "CMBX10"
+_BOLD_FONT = re.compile(r"(?i:bold|black|heavy|demi)|(?<=[a-z])(?:B|BI|Bd|BdIt)$|-B$|^(?:[A-Z]{6}\+)?CMBX")
 _MARKED_NOTE = re.compile(r"^[∗*†‡§¶⁰¹²³⁴⁵⁶⁷⁸⁹\d]")
 _NUMBER_ONLY = re.compile(r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}\.?|[IVX]{1,5}\.)$")
 _MARKS = SCRIPT_CHARS + "∗*†‡§¶"  # footnote marks after a sentence's full stop
@@ -74,6 +83,7 @@ class Block:
     lines: list[Line] = field(default_factory=list)
     column_start: bool = False  # first block of a column (may continue the previous block)
     indent: float = 0.0  # of the first line, from the column's left edge
+    centred: bool = False  # the first line stands as far from the column's right edge
 
     @property
     def first(self) -> Line:
@@ -115,53 +125,53 @@ def page_lines(page_dict: dict[str, Any], page_number: int) -> tuple[list[Line],
             x0, y0, x1, y1 = ln["bbox"]
             lines.append(Line(text, x0, y0, x1, y1, round(float(main["size"]), 1), all(styles),
                               all(slants), page_number, lead, font=str(main.get("font", ""))))
-    lines = _join_set_apart_numbers(lines)
-    _mark_cells(lines, float(page_dict.get("width") or 595.0))
-    return lines, rotated
+    return _read_rows(lines, float(page_dict.get("width") or 595.0)), rotated
 
 
-def _same_row(a: Line, b: Line) -> bool:
-    return abs(a.y1 - b.y1) <= 0.3 * max(a.size, b.size, 1.0)
+def _rows(lines: list[Line]) -> list[list[Line]]:
+    """Lines grouped by baseline (within 0.3 of their size), each row from left to right."""
+    rows: list[list[Line]] = []
+    reach = -1.0  # the lowest baseline the current row still takes
+    for line in sorted(lines, key=lambda ln: ln.y1):
+        if line.y1 <= reach:
+            rows[-1].append(line)
+        else:
+            rows.append([line])
+            reach = line.y1 + 0.3 * line.size
+    for row in rows:
+        row.sort(key=lambda ln: ln.x0)
+    return rows
 
 
-def _join_set_apart_numbers(lines: list[Line]) -> list[Line]:
-    """A heading's number set apart from its title on the same baseline (Copernicus' ``2.2.2``
-    ... ``Sea ice drift``) becomes one line, so the number is not a heading of its own and the
-    title not an unnumbered one."""
-    numbers = [ln for ln in lines if _NUMBER_ONLY.match(ln.text)]
-    if not numbers:
-        return lines
+def _read_rows(lines: list[Line], page_width: float) -> list[Line]:
+    """Two things only a line's neighbour on its row tells, done in one pass over the rows:
+
+    * a heading's number set apart from its title (Copernicus' ``2.2.2`` ... ``Sea ice drift``)
+      is joined to it, so the number is not a heading of its own and the title not unnumbered;
+    * a table cell is short and has another short line of its size close beside it (a heading
+      stands alone on its row; a column's neighbour is a full-width line or far across the
+      gutter; a sidebar's is set smaller).
+    """
     dropped: set[int] = set()
-    for number in numbers:
-        right = [ln for ln in lines if ln is not number and id(ln) not in dropped and _same_row(ln, number)
-                 and 0 <= ln.x0 - number.x1 <= 4 * number.size and abs(ln.size - number.size) < 0.5
-                 and ln.bold == number.bold and ln.text[:1].isupper()]
-        if not right:
-            continue
-        title = min(right, key=lambda ln: ln.x0)
-        title.text = f"{number.text} {title.text}"
-        title.x0, title.y0 = number.x0, min(number.y0, title.y0)
-        title.styled_lead = len(number.text) + 1 + title.styled_lead if title.styled_lead else 0
-        dropped.add(id(number))
-    return [ln for ln in lines if id(ln) not in dropped]
-
-
-def _mark_cells(lines: list[Line], page_width: float) -> None:
-    """Lines that are table cells: short, and sharing their row with another short line of the
-    same size close beside them (a heading stands alone on its row; a column's neighbour is a
-    full-width line or far away across the gutter, a sidebar's is set smaller)."""
-    short = [ln for ln in lines if ln.x1 - ln.x0 < 0.3 * page_width]
-    short.sort(key=lambda ln: ln.x0)
-    for i, a in enumerate(short):
-        for b in short[i + 1:]:
-            if b.x0 - a.x1 > 3 * max(a.size, b.size):
-                continue
-            if b.x0 >= a.x1 - 1 and _same_row(a, b) and abs(a.size - b.size) < 0.5:
+    for row in _rows(lines):
+        for a, b in zip(row, row[1:], strict=False):
+            gap = b.x0 - a.x1
+            if (_NUMBER_ONLY.match(a.text) and 0 <= gap <= 4 * a.size and abs(a.size - b.size) < 0.5
+                    and a.bold == b.bold and b.text[:1].isupper()):
+                b.text = f"{a.text} {b.text}"
+                b.styled_lead = len(a.text) + 1 + b.styled_lead if b.styled_lead else 0
+                b.x0, b.y0 = a.x0, min(a.y0, b.y0)
+                dropped.add(id(a))
+        kept = [ln for ln in row if id(ln) not in dropped]
+        for a, b in zip(kept, kept[1:], strict=False):
+            if (-1 <= b.x0 - a.x1 <= 3 * max(a.size, b.size) and abs(a.size - b.size) < 0.5
+                    and max(a.x1 - a.x0, b.x1 - b.x0) < 0.3 * page_width):
                 a.cell = b.cell = True
+    return [ln for ln in lines if id(ln) not in dropped] if dropped else lines
 
 
 def _is_bold(span: dict[str, Any]) -> bool:
-    return bool(span["flags"] & _BOLD_FLAG) or "bold" in span["font"].lower()
+    return bool(span["flags"] & _BOLD_FLAG) or bool(_BOLD_FONT.search(span["font"]))
 
 
 def _is_italic(span: dict[str, Any]) -> bool:
@@ -383,9 +393,17 @@ def _heading_line(line: Line, width: float) -> bool:
     if style is None:
         return classify_heading(heading_words(text)).kind is not None
     rest = text[cut:]
-    if not rest[:1].isupper() or sum(ch.isdigit() for ch in rest) > 4:
+    if not rest[:1].isupper() or figures_in(rest) > 4:
         return False
     return style != "letter" or line.italic or line.bold or rest.isupper()
+
+
+def _opened(line: Line, usual_left: float, left: float, right: float, column_start: bool = False) -> Block:
+    """A new block starting at ``line`` in a column spanning ``left``..``right``."""
+    width = max(right - left, 1.0)
+    indent = line.x0 - usual_left
+    return Block(lines=[line], column_start=column_start, indent=indent,
+                 centred=indent > 0.02 * width and abs(line.x0 - left - (right - line.x1)) < 0.02 * width)
 
 
 def build_blocks(columns: list[list[Line]]) -> list[Block]:
@@ -398,7 +416,10 @@ def build_blocks(columns: list[list[Line]]) -> list[Block]:
         left = min(ln.x0 for ln in col)
         right = max(ln.x1 for ln in col)
         width = max(right - left, 1.0)
-        current = Block(lines=[col[0]], column_start=True, indent=col[0].x0 - left)
+        # where most of the column's lines start: a stray line further left (a table's, a
+        # hanging label) must not make every line look indented
+        usual_left = Counter(round(ln.x0) for ln in col).most_common(1)[0][0]
+        current = _opened(col[0], usual_left, left, right, column_start=True)
         for prev, line in zip(col, col[1:], strict=False):
             step = line.y1 - prev.y1
             # a heading's title wrapped onto a second, hanging line
@@ -419,7 +440,7 @@ def build_blocks(columns: list[list[Line]]) -> list[Block]:
             )
             if new:
                 blocks.append(current)
-                current = Block(lines=[line], indent=line.x0 - left)
+                current = _opened(line, usual_left, left, right)
             else:
                 current.lines.append(line)
         blocks.append(current)

@@ -26,6 +26,7 @@ __all__ = [
     "looks_like_reference",
     "split_run_in_heading",
     "cannot_be_heading",
+    "figures_in",
 ]
 
 EVIDENCE_KINDS = ("abstract", "introduction", "study_area", "methods", "results", "discussion",
@@ -54,7 +55,8 @@ _KIND_PATTERNS: tuple[tuple[str, str], ...] = (
     ("references", r"references(?:\s+cited)?|bibliography|literature\s+cited|cited\s+literature"
                    r"|список\s+литературы|литература"),
     ("acknowledgements", r"acknowledge?ments?|благодарност\w*"),
-    ("author_contributions", r"author(?:s'?|'s)?\s+contributions?|contributions"),
+    ("author_contributions", r"(?:credit\s+)?author(?:s'?|'s|ship)?\s+contributions?(?:\s+statement)?"
+                             r"|contributions"),
     ("funding", r"funding(?:\s+information|\s+sources?)?|financial\s+support|финансирование"),
     ("competing_interests", r"(?:declaration\s+of\s+)?(?:competing|conflicts?\s+of)\s+interests?"
                             r"|conflicts?\s+of\s+interest\s+statement|disclosure\s+statement"),
@@ -179,6 +181,15 @@ _OPEN_END = re.compile(r"\b(?:the|a|an|of|and|or|to|in|on|at|by|for|with|from|is
 _TITLE_WORD = re.compile(r"[^\W\d_]{3,}")
 #: "12. Kim, B.-M. et al. Weakening of …": a numbered reference entry, year or not on its first line
 _REF_AUTHOR_LIST = re.compile(rf"^(?:\d{{1,3}}\.\s+)?{_SURNAME},\s+{_INITIALS}[,\s(&]")
+
+
+_YEAR_TOKEN = re.compile(r"(?<!\d)(?:1[89]|20)\d{2}(?!\d)")
+
+
+def figures_in(title: str) -> int:
+    """Digits in a title that are not years: a heading has few ("4.1 Volume change 2006–2100"
+    has none), a figure's axis labels or a table row many."""
+    return sum(ch.isdigit() for ch in _YEAR_TOKEN.sub("", title))
 
 
 def cannot_be_heading(text: str) -> bool:

@@ -7,8 +7,9 @@ still show where the words end, so the spaces are put back from them.
 
 Reading every glyph's box (PyMuPDF's ``"rawdict"``) costs as much again as reading the page, so
 it is done only on pages with a *suspect* span: one without whitespace whose letters, unknown
-to the paper as a word of their own, split wholly into words the paper uses elsewhere
-(``tietscheetal`` → ``tietsche`` ``et`` ``al``), or a run of letters longer than any word. The vocabulary only picks the pages; the spaces
+to the paper as a word of their own, split wholly into words the paper uses elsewhere, two of
+them function words (``tietscheetal`` → ``tietsche`` ``et`` ``al``), or a run of letters longer
+than any word. The vocabulary only picks the pages; the spaces
 come from the geometry alone, so a real long word (``understanding``) is never split.
 """
 
@@ -17,13 +18,15 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["PaperWords", "suspect_pages", "respace_page"]
 
 _LETTERS = re.compile(r"[^\W\d_]+", re.UNICODE)
-_NOT_PROSE = re.compile(r"@|://|www\.|\bdoi\b|10\.\d{4}", re.IGNORECASE)
+#: addresses, identifiers and file names run without spaces by nature
+_NOT_PROSE = re.compile(r"@|://|www\.|\bdoi\b|10\.\d{4}|\w\.\w+/|[#_?=]", re.IGNORECASE)
+_FUNCTION_WORDS = frozenset("an and as at by et al for from in is it of on or that the to we with".split())
 #: a gap of at least this share of the font size between two glyphs is a word space
 _GAP_EM = 0.1
 #: ... and it must stand this far above the span's usual gap between letters
@@ -41,49 +44,82 @@ def _spans(page_dict: dict[str, Any]) -> Iterator[tuple[tuple[int, int, int], di
 
 
 class PaperWords:
-    """How often each lower-cased word stands in the paper (as a run of letters)."""
+    """The spans that are one run of seven characters or more (the only ones that can be glued
+    words), and, counted when first asked for, how often each lower-cased word stands in the
+    paper as a run of letters."""
 
-    def __init__(self, page_dicts: Iterable[dict[str, Any]]) -> None:
-        self.counts: Counter[str] = Counter()
+    def __init__(self, page_dicts: list[dict[str, Any]]) -> None:
+        self._pages = page_dicts
+        self._counts: Counter[str] | None = None
+        self.long_runs: list[list[tuple[tuple[int, int, int], str]]] = []
         for page_dict in page_dicts:
-            for _key, span in _spans(page_dict):
-                self.counts.update(w.lower() for w in _LETTERS.findall(span["text"]))
+            runs: list[tuple[tuple[int, int, int], str]] = []
+            for key, span in _spans(page_dict):
+                text = span["text"]
+                if len(text) >= _MIN_SUSPECT:
+                    pieces = text.split()
+                    if len(pieces) == 1 and len(pieces[0]) >= _MIN_SUSPECT:
+                        runs.append((key, pieces[0]))
+            self.long_runs.append(runs)
+        self._glued: dict[str, bool] = {}
+        # a run that recurs is a word of the paper: known without counting every word
+        self._recurring = Counter(w.lower() for runs in self.long_runs for _key, run in runs
+                                  for w in _LETTERS.findall(run))
+
+    @property
+    def counts(self) -> Counter[str]:
+        if self._counts is None:
+            self._counts = Counter()
+            for page_dict in self._pages:
+                text = " ".join(span["text"] for _key, span in _spans(page_dict))
+                self._counts.update(_LETTERS.findall(text.lower()))
+        return self._counts
 
     def known(self, word: str) -> bool:
         return self.counts.get(word, 0) >= 2
 
-    def splits(self, word: str) -> bool:
-        """Whether ``word`` is two or more known words written together (and not itself known)."""
-        if self.known(word) or not _MIN_SUSPECT <= len(word) <= _MAX_SUSPECT:
+    def glued(self, word: str) -> bool:
+        """Whether ``word`` (not itself a word of the paper) splits wholly into words of the paper,
+        two of them short function words (``tietscheetal``, ``tointerpretthe``): a compound
+        (``throughout``, ``thereby``) splits too, but into content words."""
+        if (not _MIN_SUSPECT <= len(word) <= _MAX_SUSPECT or self._recurring[word] >= 2
+                or self.counts.get(word, 0) >= 2):
             return False
+        if word not in self._glued:
+            self._glued[word] = self._splits_with_function_words(word)
+        return self._glued[word]
+
+    def _splits_with_function_words(self, word: str) -> bool:
         n = len(word)
-        # reach[i]: the fewest known words that make up word[:i] (0 pieces for the empty prefix)
-        reach: list[int | None] = [0] + [None] * n
-        for end in range(2, n + 1):
-            for start in range(max(0, end - 25), end - 1):
-                pieces = reach[start]
-                if pieces is not None and self.known(word[start:end]):
-                    if reach[end] is None or pieces + 1 < reach[end]:  # type: ignore[operator]
-                        reach[end] = pieces + 1
-        best = reach[n]
+        # most[i]: the most function words in a split of word[:i] into known words, or None
+        most: list[int | None] = [0] + [None] * n
+        for end in range(1, n + 1):
+            for start in range(max(0, end - 25), end):
+                before = most[start]
+                piece = word[start:end]
+                if before is None or not (piece in _FUNCTION_WORDS or len(piece) >= 3 and self.known(piece)):
+                    continue
+                count = before + (piece in _FUNCTION_WORDS)
+                if most[end] is None or count > most[end]:  # type: ignore[operator]
+                    most[end] = count
+        best = most[n]
         return best is not None and best >= 2
 
 
-def _suspect(span: dict[str, Any], vocabulary: PaperWords) -> bool:
-    text = span["text"].strip()
-    if len(text) < _MIN_SUSPECT or any(ch.isspace() for ch in text) or _NOT_PROSE.search(text):
+def _suspect(run: str, vocabulary: PaperWords) -> bool:
+    if _NOT_PROSE.search(run):
         return False
-    letters = _LETTERS.findall(text)
-    if len(text) >= _LONG_RUN and sum(map(len, letters)) >= 0.7 * len(text):
+    letters = _LETTERS.findall(run)
+    if len(run) >= _LONG_RUN and sum(map(len, letters)) >= 0.7 * len(run):
         return True  # a line's worth of letters with no space: no word of prose is that long
-    return any(vocabulary.splits(word.lower()) for word in letters)
+    return any(vocabulary.glued(word.lower()) for word in letters)
 
 
-def suspect_pages(page_dicts: list[dict[str, Any]], vocabulary: PaperWords) -> dict[int, set[tuple[int, int, int]]]:
+def suspect_pages(vocabulary: PaperWords) -> dict[int, set[tuple[int, int, int]]]:
     """Page index → the (block, line, span) keys of its suspect spans, for pages that have any."""
     found: dict[int, set[tuple[int, int, int]]] = {}
-    for index, page_dict in enumerate(page_dicts):
-        keys = {key for key, span in _spans(page_dict) if _suspect(span, vocabulary)}
+    for index, runs in enumerate(vocabulary.long_runs):
+        keys = {key for key, run in runs if _suspect(run, vocabulary)}
         if keys:
             found[index] = keys
     return found

@@ -30,7 +30,7 @@ def sentence_bounds(text: str) -> list[tuple[int, int]]:
     for m in _BOUNDARY.finditer(text):
         head = text[start:m.start() + 1]
         token = _LAST_TOKEN.search(head.rstrip(".!?…\"'”»)]"))
-        raw = token.group(1) if token else ""
+        raw = token.group(1).lstrip("([{\"'“‘«") if token else ""  # "(Fig. 3)" ends no sentence
         word = raw.lower()
         if word in _ABBREVIATIONS or (len(raw) == 1 and raw.isupper()):
             continue  # "et al. Smith", "Fig. 2", initials like "J. Smith" (but "3.5 m. The" ends)
