@@ -71,6 +71,7 @@ class _Paragraph:
     text: str
     pages: list[tuple[int, int]]  # (offset in text, page) at each line start
     style: tuple[float, bool, str] = (0.0, False, "")  # the first line's size, weight and face
+    labelled: bool = False  # opens with words set in bold or italics (a run-in label)
 
 
 @dataclass
@@ -279,9 +280,24 @@ def _is_float_text(block: Block, typical_width: float) -> bool:
     return pieces and not looks_like_reference(lines[0].text + " " + " ".join(ln.text for ln in lines[1:4]))
 
 
-def _footnote_blocks(blocks: list[Block], body: float, height: float) -> set[int]:
+def _family(font: str) -> str:
+    """A font's family: its name without the subset tag and the weight or style after ``-``/``,``."""
+    return re.split(r"[-,]", font.split("+", 1)[-1], maxsplit=1)[0].lower()
+
+
+def _body_family(pages: list[list[Line]], body: float) -> str:
+    families: Counter[str] = Counter()
+    for lines in pages:
+        for ln in lines:
+            if abs(ln.size - body) < 0.5:
+                families[_family(ln.font)] += len(ln.text)
+    return families.most_common(1)[0][0] if families else ""
+
+
+def _footnote_blocks(blocks: list[Block], body: float, height: float, body_family: str) -> set[int]:
     """Ids of the blocks that are footnotes: at the foot of a column, below its body text, in a
-    smaller font (IEEE's ``\\thanks``, elsarticle's corresponding-author note, numbered notes)."""
+    smaller font (IEEE's ``\\thanks``, elsarticle's corresponding-author note, numbered notes) or
+    in another face than the body's (a licence box set in the body's size)."""
     found: set[int] = set()
     columns: list[list[Block]] = []
     for block in blocks:
@@ -292,8 +308,9 @@ def _footnote_blocks(blocks: list[Block], body: float, height: float) -> set[int
         run: list[Block] = []
         above: Block | None = None  # what the run sits under
         for block in reversed(column):
-            if (block.first.size > 0.92 * body or block.first.y0 < 0.55 * height
-                    or _opens_caption(block.first)):
+            if (block.first.size > 0.92 * body and (_family(block.first.font) == body_family
+                                                      or _is_heading(block, body))
+                    or block.first.y0 < 0.55 * height or _opens_caption(block.first)):
                 above = block
                 break
             run.append(block)
@@ -312,10 +329,13 @@ def _paragraph(lines: list[Line], vocabulary: Vocabulary) -> _Paragraph:
     for ln in lines:
         text = join_wrapped(text, ln.text, vocabulary)
         pages.append((len(text) - len(ln.text), ln.page))
-    return _Paragraph(text, pages, (lines[0].size, lines[0].bold, lines[0].font) if lines else (0.0, False, ""))
+    if not lines:
+        return _Paragraph(text, pages)
+    return _Paragraph(text, pages, (lines[0].size, lines[0].bold, lines[0].font), lines[0].styled_lead > 0)
 
 
-def _elements(pages: list[list[Line]], widths: list[float], heights: list[float], body: float) -> _Elements:
+def _elements(pages: list[list[Line]], widths: list[float], heights: list[float], body: float,
+              body_family: str) -> _Elements:
     """Headings and paragraphs in reading order; captions, footnotes and float text aside.
 
     A sentence left open at a column or page break goes on in the first block set in its own
@@ -347,7 +367,7 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
             out.tables.append(sorted((ln for ln in lines if id(ln) in cells), key=lambda ln: (ln.y0, ln.x0)))
             lines = [ln for ln in lines if id(ln) not in cells]
         blocks = build_blocks(reading_order(join_drop_caps(lines), width))
-        footnotes = _footnote_blocks(blocks, body, height)
+        footnotes = _footnote_blocks(blocks, body, height, body_family)
         wide = sorted(ln.x1 - ln.x0 for ln in lines if len(ln.text) > 40)
         typical_width = wide[len(wide) // 2] if wide else width / 2
         for index, block in enumerate(blocks):
@@ -482,6 +502,9 @@ def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> lis
                 recognised = True
             elif lines is not None:  # the paper's title or a bold line of the front matter
                 current.paragraphs.append(_paragraph(lines, vocabulary))
+        elif current.kind == "references" and info.numbered and lines is not None:
+            # a numbered entry of the list set apart like a heading, never a section of its own
+            current.paragraphs.append(_paragraph(lines, vocabulary))
         elif info.numbered and info.level == 1 and current.evidence:
             sections.append(_Section(title, "other", True))
         else:  # a sub-heading keeps the kind of the section it belongs to
@@ -517,8 +540,10 @@ def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> lis
 
 
 def _is_prose(para: _Paragraph) -> bool:
-    return (len(para.text) >= 200 and para.text.endswith(".") and len(sentence_bounds(para.text)) >= 2
-            and not _AFFILIATION.search(para.text))
+    """Prose that can be an abstract: long, sentences, no affiliation, no bold label before it
+    ("Cite this article: …", "Keywords: …")."""
+    return (len(para.text) >= 200 and para.text.endswith(".") and not para.labelled
+            and len(sentence_bounds(para.text)) >= 2 and not _AFFILIATION.search(para.text))
 
 
 def _unlabelled_abstract(front: _Section) -> list[_Section]:
@@ -528,7 +553,7 @@ def _unlabelled_abstract(front: _Section) -> list[_Section]:
     The first prose paragraph after the title block is the abstract, with the prose paragraphs
     right after it set in the same size, weight and face. Prose that follows in another style
     (Nature's bold abstract above a plain introduction without a heading) is the introduction.
-    Where nothing follows (revtex), the front matter's last prose paragraph is the abstract.
+    Notes after the abstract ("This article is part of …") stay front matter.
     """
     paragraphs = front.paragraphs
     prose = [i for i, para in enumerate(paragraphs) if _is_prose(para)]
@@ -548,9 +573,9 @@ def _unlabelled_abstract(front: _Section) -> list[_Section]:
         return [_Section("Abstract (no heading in the PDF)", "abstract", True, abstract, inferred_title=True),
                 _Section("Introduction (no heading in the PDF)", "introduction", True, introduction,
                          inferred_title=True)]
-    if prose[-1] != len(paragraphs) - 1:
-        return []
-    return [_Section("Abstract (no heading in the PDF)", "abstract", True, [paragraphs.pop()], inferred_title=True)]
+    abstract = paragraphs[first:end]
+    del paragraphs[first:end]
+    return [_Section("Abstract (no heading in the PDF)", "abstract", True, abstract, inferred_title=True)]
 
 
 def _assemble(sha: str, pages: list[list[Line]], widths: list[float], heights: list[float],
@@ -558,7 +583,7 @@ def _assemble(sha: str, pages: list[list[Line]], widths: list[float], heights: l
     pages, removed = remove_running_lines(pages, heights)
     body = _body_size(pages)
     vocabulary = Vocabulary(ln.text for lines in pages for ln in lines)
-    elements = _elements(pages, widths, heights, body)
+    elements = _elements(pages, widths, heights, body, _body_family(pages, body))
     sections = _sections(elements.flow, vocabulary)
     for title, kind, blocks in (("Figure and table captions", "captions", elements.captions),
                                 ("Footnotes and notes", "footnotes", elements.footnotes),

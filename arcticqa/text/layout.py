@@ -36,6 +36,7 @@ __all__ = ["Line", "Block", "page_lines", "remove_running_lines", "reading_order
 
 _BOLD_FLAG, _ITALIC_FLAG, _SUPERSCRIPT_FLAG = 16, 2, 1
 _MARGIN_SHARE = 0.08
+_NEAR_MARGIN_SHARE = 0.15
 # "12", "iv", "Page 3 of 10", AGU's "–2–"
 _PAGE_NUMBER = re.compile(r"^[–—-]?\s*(?:page\s*)?[\divxlc]{1,5}(?:\s*(?:of|/)\s*\d{1,5})?\s*[–—-]?$",
                           re.IGNORECASE)
@@ -254,9 +255,16 @@ def remove_running_lines(pages: list[list[Line]], heights: list[float]) -> tuple
     def key(line: Line) -> str:
         return _DIGITS.sub("#", line.text.lower())
 
+    def near_margin(line: Line, height: float) -> bool:
+        return line.y0 <= height * _NEAR_MARGIN_SHARE or line.y1 >= height * (1 - _NEAR_MARGIN_SHARE)
+
     seen: Counter[str] = Counter()
+    # just inside the margin (a tall glyph, a third header line) only text printed at the very
+    # same place on many pages is furniture: body text never repeats where it stood
+    placed: Counter[tuple[str, int]] = Counter()
     for lines, height in zip(pages, heights, strict=True):
         seen.update({key(ln) for ln in lines if in_margin(ln, height)})
+        placed.update({(key(ln), round(ln.y0)) for ln in lines if near_margin(ln, height)})
     threshold = max(2, int(0.4 * len(pages) + 0.999))
     kept_pages: list[list[Line]] = []
     removed = 0
@@ -268,6 +276,9 @@ def remove_running_lines(pages: list[list[Line]], heights: list[float]) -> tuple
                     or (len(pages) >= 2 and seen[key(ln)] >= threshold and len(ln.text) <= 200)
                     or (index > 0 and _lone_header(ln, lines, height))
                     or _lone_footer(ln, lines, height)):
+                removed += 1
+                continue
+            elif len(pages) >= 3 and near_margin(ln, height) and placed[(key(ln), round(ln.y0))] >= threshold:
                 removed += 1
                 continue
             kept.append(ln)

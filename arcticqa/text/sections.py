@@ -180,7 +180,8 @@ _OPEN_END = re.compile(r"\b(?:the|a|an|of|and|or|to|in|on|at|by|for|with|from|is
 #: ... and has a word of three letters or more (not "2 NO NM", an equation's indices)
 _TITLE_WORD = re.compile(r"[^\W\d_]{3,}")
 #: "12. Kim, B.-M. et al. Weakening of …": a numbered reference entry, year or not on its first line
-_REF_AUTHOR_LIST = re.compile(rf"^(?:\d{{1,3}}\.\s+)?{_SURNAME},\s+{_INITIALS}[,\s(&]")
+_REF_AUTHOR_LIST = re.compile(rf"^(?:\d{{1,3}}\.\s+)?{_SURNAME},\s+{_INITIALS}[,\s(&]"
+                              rf"|^\d{{1,3}}\.\s+{_SURNAME}\s+[A-Z]{{1,3}},\s")  # Vancouver: "48. Goodfellow I, …"
 
 
 _YEAR_TOKEN = re.compile(r"(?<!\d)(?:1[89]|20)\d{2}(?!\d)")

@@ -9,7 +9,7 @@ Reading every glyph's box (PyMuPDF's ``"rawdict"``) costs as much again as readi
 it is done only on pages with a *suspect* span: one without whitespace whose letters, unknown
 to the paper as a word of their own, split wholly into words the paper uses elsewhere, two of
 them function words (``tietscheetal`` → ``tietsche`` ``et`` ``al``), or a run of letters longer
-than any word. The vocabulary only picks the pages; the spaces
+than any word, or words joined by a comma with no space after it. The vocabulary only picks the pages; the spaces
 come from the geometry alone, so a real long word (``understanding``) is never split.
 """
 
@@ -26,6 +26,7 @@ __all__ = ["PaperWords", "suspect_pages", "respace_page"]
 _LETTERS = re.compile(r"[^\W\d_]+", re.UNICODE)
 #: addresses, identifiers and file names run without spaces by nature
 _NOT_PROSE = re.compile(r"@|://|www\.|\bdoi\b|10\.\d{4}|\w\.\w+/|[#_?=]", re.IGNORECASE)
+_PUNCTUATION_GLUE = re.compile(r"[^\W\d_]{2}[,;][^\W\d_]{2}")
 _FUNCTION_WORDS = frozenset("an and as at by et al for from in is it of on or that the to we with".split())
 #: a gap of at least this share of the font size between two glyphs is a word space
 _GAP_EM = 0.1
@@ -112,6 +113,8 @@ def _suspect(run: str, vocabulary: PaperWords) -> bool:
     letters = _LETTERS.findall(run)
     if len(run) >= _LONG_RUN and sum(map(len, letters)) >= 0.7 * len(run):
         return True  # a line's worth of letters with no space: no word of prose is that long
+    if _PUNCTUATION_GLUE.search(run):
+        return True  # "theIce,Cloud,and": prose puts a space after a comma between words
     return any(vocabulary.glued(word.lower()) for word in letters)
 
 
