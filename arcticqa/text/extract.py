@@ -339,8 +339,9 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
     """Headings and paragraphs in reading order; captions, footnotes and float text aside.
 
     A sentence left open at a column or page break goes on in the first block set in its own
-    size that follows; the blocks in between (a sidebar, a table, a footer set smaller) are held
-    and placed after it, before the next heading or at the end of the page.
+    size and face that follows; the blocks in between (a sidebar, a table, a figure's words, a
+    footer set smaller) are held and placed after it, before the next heading or at the end of
+    the page.
     """
     out = _Elements()
     column_break = False
@@ -386,13 +387,17 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
                 out.footnotes.append(block.lines)
                 continue
             following = blocks[index + 1] if index + 1 < len(blocks) else None
-            heading = _is_heading(block, body) and not _runs_on(block, following)
+            heading = (_is_heading(block, body) and not _runs_on(block, following)
+                       and _heads_text(block, following))
             if not heading and _is_float_text(block, typical_width):
                 out.tables.append(block.lines)
                 continue
             sentence = open_sentence() if column_break else None
-            if sentence is not None and abs(block.first.size - sentence[-1].size) >= 0.5:
-                held.append(block)  # set apart from the open sentence: place it after
+            if sentence is not None and (abs(block.first.size - sentence[-1].size) >= 0.5
+                                         or block.first.bold != sentence[-1].bold
+                                         or _family(block.first.font) != _family(sentence[-1].font)
+                                         and not first[:1].islower()):
+                held.append(block)  # set apart from the open sentence (size or face): place it after
                 continue
             if heading:
                 release()
@@ -445,6 +450,24 @@ def _opens_caption(line: Line) -> bool:
     label = _CAPTION_LABEL.match(line.text)
     # the styled lead is counted without the spaces between its runs
     return label is not None and not line.bold and line.styled_lead >= len("".join(label.group(0).split()))
+
+
+def _heads_text(block: Block, following: Block | None) -> bool:
+    """A heading known by its style alone (not a section name, not numbered) must stand over
+    text: the block after it on the page is prose (plain, several lines or a sentence's end). A
+    figure's bold or large words stand over more of the figure."""
+    title = " ".join(ln.text for ln in block.lines)
+    info = classify_heading(heading_words(title))
+    if info.kind is not None or numbering_of(heading_words(title))[0] is not None:
+        return True
+    if following is None:
+        return False
+    if classify_heading(heading_words(" ".join(ln.text for ln in following.lines))).kind is not None:
+        return True  # the title block over "Abstract"
+    if following.first.bold:
+        return False
+    words = sum(len(ln.text) for ln in following.lines)
+    return words >= 40 and (len(following.lines) >= 2 or following.last.text.endswith(_CLOSING[:3]))
 
 
 def _runs_on(block: Block, following: Block | None) -> bool:
