@@ -37,6 +37,7 @@ __all__ = ["Line", "Block", "page_lines", "remove_running_lines", "reading_order
 _BOLD_FLAG, _ITALIC_FLAG, _SUPERSCRIPT_FLAG = 16, 2, 1
 _MARGIN_SHARE = 0.08
 _NEAR_MARGIN_SHARE = 0.15
+_MAX_DEPTH = 2  # columns inside columns, at most this deep
 # "12", "iv", "Page 3 of 10", AGU's "–2–"
 _PAGE_NUMBER = re.compile(r"^[–—-]?\s*(?:page\s*)?[\divxlc]{1,5}(?:\s*(?:of|/)\s*\d{1,5})?\s*[–—-]?$",
                           re.IGNORECASE)
@@ -337,7 +338,7 @@ def _column_order(lines: list[Line]) -> list[Line]:
     return sorted(lines, key=lambda ln: (round(ln.y1, 0), ln.x0))
 
 
-def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
+def reading_order(lines: list[Line], page_width: float, depth: int = 0) -> list[list[Line]]:
     """Lines of one page grouped into columns, in reading order (see the module docstring)."""
     if not lines:
         return []
@@ -371,10 +372,15 @@ def reading_order(lines: list[Line], page_width: float) -> list[list[Line]]:
     columns: list[list[Line]] = []
     for group, multi in groups:
         gutters = _gutters(group, col_gap) if multi else []
-        if gutters:
-            columns.extend(_column_order(col) for col in _split(group, gutters, "x"))
-        else:
+        if not gutters:
             columns.append(_column_order(group))
+            continue
+        for col in _split(group, gutters, "x"):
+            # a column may hold columns of its own under a block that spans them (Science's
+            # title and abstract over two of three columns hide the gutter between those two)
+            wide = max(ln.x1 for ln in col) - min(ln.x0 for ln in col) >= 0.55 * page_width
+            inner = reading_order(col, page_width, depth + 1) if wide and depth < _MAX_DEPTH else [col]
+            columns.extend(_column_order(c) for c in inner) if len(inner) > 1 else columns.append(_column_order(col))
     return columns
 
 
