@@ -354,6 +354,10 @@ def reading_order(lines: list[Line], page_width: float, depth: int = 0) -> list[
     if len(column_lines) >= 6:  # justified body lines share one width; an affiliation line does not
         usual = statistics.median(ln.x1 - ln.x0 for ln in column_lines)
         column_lines = [ln for ln in column_lines if abs(ln.x1 - ln.x0 - usual) <= 0.03 * page_width]
+        # ... and one left edge with others: a centred line of that width (a journal's homepage
+        # line) would cover the gutter
+        edges = Counter(round(ln.x0 / 2) for ln in column_lines)
+        column_lines = [ln for ln in column_lines if edges[round(ln.x0 / 2)] >= 3]
     body_gutters = _gutters(column_lines, col_gap) if len(column_lines) >= 6 else []
     for band in bands:
         band_cols = bool(_gutters(band, col_gap))
