@@ -25,7 +25,7 @@ from typing import Any
 
 from arcticqa.evidence import Document
 
-ROOT = Path(os.environ.get("ARCTICQA_REAL_PAPERS", Path(__file__).resolve().parents[2] / "shared" / "real-papers"))
+ROOT = Path(os.environ.get("REAL_PAPERS_DIR", Path(__file__).resolve().parents[2] / "shared" / "real-papers"))
 TRUTH = ROOT / "truth.json"
 ABSENT_REASON = (f"{ROOT} is absent: the real published papers live beside the project in ../shared/real-papers "
                  "(a user's clone does not have them)")

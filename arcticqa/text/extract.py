@@ -464,8 +464,8 @@ def _heads_text(block: Block, following: Block | None) -> bool:
         return False
     if classify_heading(heading_words(" ".join(ln.text for ln in following.lines))).kind is not None:
         return True  # the title block over "Abstract"
-    if following.first.bold:
-        return False
+    if following.first.bold or _opens_caption(following.first):
+        return False  # more of a figure, or the figure's caption under its axis title
     words = sum(len(ln.text) for ln in following.lines)
     return words >= 40 and (len(following.lines) >= 2 or following.last.text.endswith(_CLOSING[:3]))
 
