@@ -17,6 +17,7 @@ of a few hundred KiB can otherwise take gigabytes and minutes inside one call.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -50,7 +51,7 @@ from arcticqa.text.sections import (
     split_inline_heading,
     split_run_in_heading,
 )
-from arcticqa.text.spacing import PaperWords, respace_page, suspect_pages
+from arcticqa.text.spacing import PaperWords, long_runs, respace_page, suspect_pages
 from arcticqa.text.spans import pack_chunks, pack_spans, sentence_bounds
 
 __all__ = ["extract_pdf_bytes", "TEXT_FLAGS", "PDF_MAGIC"]
@@ -140,7 +141,8 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
         warnings: list[str] = []
         if doc.is_repaired:
             warnings.append("the PDF was damaged and repaired by MuPDF")
-        page_dicts: list[dict[str, Any] | None] = []
+        pages: list[list[Line]] = []
+        runs: list[list[tuple[tuple[int, int, int], str]]] = []
         widths: list[float] = []
         heights: list[float] = []
         images = rotated = failed_pages = 0
@@ -161,39 +163,40 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
                                    f"({type(exc).__name__}: {str(exc)[:200]})", pages=page_count)
                 failed_pages += 1
                 warnings.append(f"page {index + 1}: {type(exc).__name__}: {exc}")
-                page_dicts.append(None)
+                pages.append([])
+                runs.append([])
                 widths.append(595.0)
                 heights.append(842.0)
                 continue
-            page_dicts.append(page_dict)
+            # each page's dict is dropped once read: holding them all makes every collection
+            # of the garbage collector walk them, and MuPDF's reads slow down by a third
+            runs.append(long_runs(page_dict))
+            lines, skipped = page_lines(page_dict, index + 1)
+            rotated += skipped
+            pages.append(lines)
             widths.append(float(page.rect.width))
             heights.append(float(page.rect.height))
-        read = [d for d in page_dicts if d is not None]
-        suspects = suspect_pages(PaperWords(read))
-        read_index = [i for i, d in enumerate(page_dicts) if d is not None]
+        words = PaperWords(runs, lambda: (" ".join(ln.text for ln in lines) for lines in pages))
         spaces_added = 0
-        for position, keys in suspects.items():
-            index = read_index[position]
+        for index, keys in suspect_pages(words).items():
             if time.perf_counter() - started > limits.time_limit_s:
                 return _failed(sha, "timeout", f"time limit of {limits.time_limit_s}s exceeded while "
                                "reading glyph positions", pages=page_count)
             t0 = time.perf_counter()
-            try:
-                raw = doc[index].get_text("rawdict", flags=TEXT_FLAGS)
+            try:  # the page again, with its glyph boxes (one text page read for both)
+                page = doc[index]
+                textpage = page.get_textpage(flags=TEXT_FLAGS)
+                page_dict = page.get_text("dict", textpage=textpage)
+                raw = page.get_text("rawdict", textpage=textpage)
             except Exception as exc:  # the page read once already: keep its text as it was
                 warnings.append(f"page {index + 1}: glyph positions unreadable ({type(exc).__name__})")
                 continue
             finally:
                 in_mupdf += time.perf_counter() - t0
-            spaces_added += respace_page(read[position], raw, keys)
-        pages: list[list[Line]] = []
-        for index, page_dict in enumerate(page_dicts):
-            if page_dict is None:
-                pages.append([])
-                continue
-            lines, skipped = page_lines(page_dict, index + 1)
-            rotated += skipped
-            pages.append(lines)
+            added = respace_page(page_dict, raw, keys)
+            if added:
+                spaces_added += added
+                pages[index] = page_lines(page_dict, index + 1)[0]
         mupdf_log = pymupdf.TOOLS.mupdf_warnings(reset=True)
         repaired = doc.is_repaired
     if mupdf_log:
@@ -280,17 +283,21 @@ def _is_float_text(block: Block, typical_width: float) -> bool:
     return pieces and not looks_like_reference(lines[0].text + " " + " ".join(ln.text for ln in lines[1:4]))
 
 
+@functools.lru_cache(maxsize=512)  # a paper has a few dozen fonts and ten thousands of lines
 def _family(font: str) -> str:
     """A font's family: its name without the subset tag and the weight or style after ``-``/``,``."""
     return re.split(r"[-,]", font.split("+", 1)[-1], maxsplit=1)[0].lower()
 
 
 def _body_family(pages: list[list[Line]], body: float) -> str:
-    families: Counter[str] = Counter()
+    fonts: Counter[str] = Counter()
     for lines in pages:
         for ln in lines:
             if abs(ln.size - body) < 0.5:
-                families[_family(ln.font)] += len(ln.text)
+                fonts[ln.font] += len(ln.text)
+    families: Counter[str] = Counter()
+    for font, chars in fonts.items():
+        families[_family(font)] += chars
     return families.most_common(1)[0][0] if families else ""
 
 

@@ -16,6 +16,7 @@ Works on PyMuPDF's ``"dict"`` output (blocks → lines → spans with bbox, size
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 from collections import Counter
@@ -173,12 +174,22 @@ def _read_rows(lines: list[Line], page_width: float) -> list[Line]:
 
 
 def _is_bold(span: dict[str, Any]) -> bool:
-    return bool(span["flags"] & _BOLD_FLAG) or bool(_BOLD_FONT.search(span["font"]))
+    return bool(span["flags"] & _BOLD_FLAG) or _bold_face(span["font"])
 
 
 def _is_italic(span: dict[str, Any]) -> bool:
-    font = span["font"].lower()
-    return bool(span["flags"] & _ITALIC_FLAG) or "italic" in font or "oblique" in font
+    return bool(span["flags"] & _ITALIC_FLAG) or _italic_face(span["font"])
+
+
+@functools.lru_cache(maxsize=512)  # a paper has a few dozen fonts and ten thousands of spans
+def _bold_face(font: str) -> bool:
+    return bool(_BOLD_FONT.search(font))
+
+
+@functools.lru_cache(maxsize=512)
+def _italic_face(font: str) -> bool:
+    lowered = font.lower()
+    return "italic" in lowered or "oblique" in lowered
 
 
 def _leading(flags: list[bool]) -> list[bool]:
@@ -253,37 +264,34 @@ def remove_running_lines(pages: list[list[Line]], heights: list[float]) -> tuple
         middle = (line.y0 + line.y1) / 2
         return middle <= height * _MARGIN_SHARE or middle >= height * (1 - _MARGIN_SHARE)
 
-    def key(line: Line) -> str:
-        return _DIGITS.sub("#", line.text.lower())
-
-    def near_margin(line: Line, height: float) -> bool:
-        return line.y0 <= height * _NEAR_MARGIN_SHARE or line.y1 >= height * (1 - _NEAR_MARGIN_SHARE)
-
+    # only lines near a page's edge can be furniture: their keys are worked out once
+    near: list[list[tuple[Line, str]]] = [
+        [(ln, _DIGITS.sub("#", ln.text.lower())) for ln in lines
+         if ln.y0 <= height * _NEAR_MARGIN_SHARE or ln.y1 >= height * (1 - _NEAR_MARGIN_SHARE)]
+        for lines, height in zip(pages, heights, strict=True)]
     seen: Counter[str] = Counter()
     # just inside the margin (a tall glyph, a third header line) only text printed at the very
     # same place on many pages is furniture: body text never repeats where it stood
     placed: Counter[tuple[str, int]] = Counter()
-    for lines, height in zip(pages, heights, strict=True):
-        seen.update({key(ln) for ln in lines if in_margin(ln, height)})
-        placed.update({(key(ln), round(ln.y0)) for ln in lines if near_margin(ln, height)})
+    for edge, height in zip(near, heights, strict=True):
+        seen.update({key for ln, key in edge if in_margin(ln, height)})
+        placed.update({(key, round(ln.y0)) for ln, key in edge})
     threshold = max(2, int(0.4 * len(pages) + 0.999))
     kept_pages: list[list[Line]] = []
     removed = 0
-    for index, (lines, height) in enumerate(zip(pages, heights, strict=True)):
-        kept = []
-        for ln in lines:
+    for index, (lines, edge, height) in enumerate(zip(pages, near, heights, strict=True)):
+        dropped = set()
+        for ln, key in edge:
             if in_margin(ln, height) and (
                     _PAGE_NUMBER.match(ln.text) or _MARGIN_DATE.match(ln.text)
-                    or (len(pages) >= 2 and seen[key(ln)] >= threshold and len(ln.text) <= 200)
+                    or (len(pages) >= 2 and seen[key] >= threshold and len(ln.text) <= 200)
                     or (index > 0 and _lone_header(ln, lines, height))
                     or _lone_footer(ln, lines, height)):
-                removed += 1
-                continue
-            elif len(pages) >= 3 and near_margin(ln, height) and placed[(key(ln), round(ln.y0))] >= threshold:
-                removed += 1
-                continue
-            kept.append(ln)
-        kept_pages.append(kept)
+                dropped.add(id(ln))
+            elif len(pages) >= 3 and placed[(key, round(ln.y0))] >= threshold:
+                dropped.add(id(ln))
+        removed += len(dropped)
+        kept_pages.append([ln for ln in lines if id(ln) not in dropped] if dropped else lines)
     return kept_pages, removed
 
 

@@ -18,16 +18,18 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["PaperWords", "suspect_pages", "respace_page"]
+__all__ = ["PaperWords", "long_runs", "suspect_pages", "respace_page"]
 
 _LETTERS = re.compile(r"[^\W\d_]+", re.UNICODE)
 #: addresses, identifiers and file names run without spaces by nature
 _NOT_PROSE = re.compile(r"@|://|www\.|\bdoi\b|10\.\d{4}|\w\.\w+/|[#_?=]", re.IGNORECASE)
 _PUNCTUATION_GLUE = re.compile(r"[^\W\d_]{2}[,;][^\W\d_]{2}")
 _FUNCTION_WORDS = frozenset("an and as at by et al for from in is it of on or that the to we with".split())
+# a word holding fewer than two of them cannot split into two: checked before any counting
+_FUNCTION_PIECE = re.compile("|".join(sorted(_FUNCTION_WORDS, key=len, reverse=True)))
 #: a gap of at least this share of the font size between two glyphs is a word space
 _GAP_EM = 0.1
 #: ... and it must stand this far above the span's usual gap between letters
@@ -44,35 +46,38 @@ def _spans(page_dict: dict[str, Any]) -> Iterator[tuple[tuple[int, int, int], di
                 yield (b, li, s), span
 
 
-class PaperWords:
-    """The spans that are one run of seven characters or more (the only ones that can be glued
-    words), and, counted when first asked for, how often each lower-cased word stands in the
-    paper as a run of letters."""
-
-    def __init__(self, page_dicts: list[dict[str, Any]]) -> None:
-        self._pages = page_dicts
-        self._counts: Counter[str] | None = None
-        self.long_runs: list[list[tuple[tuple[int, int, int], str]]] = []
-        for page_dict in page_dicts:
-            runs: list[tuple[tuple[int, int, int], str]] = []
-            for key, span in _spans(page_dict):
+def long_runs(page_dict: dict[str, Any]) -> list[tuple[tuple[int, int, int], str]]:
+    """The (block, line, span) keys and text of a page's spans that are one run of seven
+    characters or more: the only ones that can be glued words."""
+    runs: list[tuple[tuple[int, int, int], str]] = []
+    for b, block in enumerate(page_dict.get("blocks", ())):  # every span of the paper: kept lean
+        for li, line in enumerate(block.get("lines", ())):
+            for s, span in enumerate(line.get("spans", ())):
                 text = span["text"]
                 if len(text) >= _MIN_SUSPECT:
                     pieces = text.split()
                     if len(pieces) == 1 and len(pieces[0]) >= _MIN_SUSPECT:
-                        runs.append((key, pieces[0]))
-            self.long_runs.append(runs)
+                        runs.append(((b, li, s), pieces[0]))
+    return runs
+
+
+class PaperWords:
+    """Each page's long runs (:func:`long_runs`) and, counted when first asked for, how often
+    each lower-cased word stands in the paper's text as a run of letters."""
+
+    def __init__(self, runs: list[list[tuple[tuple[int, int, int], str]]], texts: Callable[[], Iterable[str]]) -> None:
+        self.long_runs = runs
+        self._texts = texts
+        self._counts: Counter[str] | None = None
         self._glued: dict[str, bool] = {}
         # a run that recurs is a word of the paper: known without counting every word
-        self._recurring = Counter(w.lower() for runs in self.long_runs for _key, run in runs
-                                  for w in _LETTERS.findall(run))
+        self._recurring = Counter(w.lower() for page in runs for _key, run in page for w in _LETTERS.findall(run))
 
     @property
     def counts(self) -> Counter[str]:
         if self._counts is None:
             self._counts = Counter()
-            for page_dict in self._pages:
-                text = " ".join(span["text"] for _key, span in _spans(page_dict))
+            for text in self._texts():
                 self._counts.update(_LETTERS.findall(text.lower()))
         return self._counts
 
@@ -84,7 +89,7 @@ class PaperWords:
         two of them short function words (``tietscheetal``, ``tointerpretthe``): a compound
         (``throughout``, ``thereby``) splits too, but into content words."""
         if (not _MIN_SUSPECT <= len(word) <= _MAX_SUSPECT or self._recurring[word] >= 2
-                or self.counts.get(word, 0) >= 2):
+                or len(_FUNCTION_PIECE.findall(word)) < 2 or self.counts.get(word, 0) >= 2):
             return False
         if word not in self._glued:
             self._glued[word] = self._splits_with_function_words(word)
