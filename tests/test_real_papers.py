@@ -12,7 +12,7 @@ import hashlib
 
 import pytest
 
-from tests.real_papers import ABSENT_REASON, TRUTH, all_checks, checks, document_of, paper_ids, truth_of
+from tests.real_papers import ABSENT_REASON, ROOT, TRUTH, all_checks, checks, document_of, paper_ids, truth_of
 
 if not TRUTH.is_file():
     pytest.skip(ABSENT_REASON, allow_module_level=True)
@@ -28,8 +28,6 @@ KNOWN: dict[tuple[str, str], str] = {}
 @pytest.mark.parametrize("paper", paper_ids())
 def test_the_pdf_is_the_one_the_truth_was_read_from(paper: str) -> None:
     truth = truth_of(paper)
-    from tests.real_papers import ROOT
-
     assert hashlib.sha256((ROOT / "pdfs" / truth["file"]).read_bytes()).hexdigest() == truth["sha256"]
 
 

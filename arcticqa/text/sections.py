@@ -184,7 +184,7 @@ _REF_AUTHOR_LIST = re.compile(rf"^(?:\d{{1,3}}\.\s+)?{_SURNAME},\s+{_INITIALS}[,
                               rf"|^\d{{1,3}}\.\s+{_SURNAME}\s+[A-Z]{{1,3}},\s")  # Vancouver: "48. Goodfellow I, …"
 
 
-_YEAR_TOKEN = re.compile(r"(?<!\d)(?:1[89]|20)\d{2}(?!\d)")
+_YEAR_TOKEN = re.compile(r"(?<!\d)(?:1[89]|2[01])\d{2}(?!\d)")  # 1800–2199: projections run to 2100
 
 
 def figures_in(title: str) -> int:
@@ -197,6 +197,7 @@ def cannot_be_heading(text: str) -> bool:
     """Whether a line's words rule it out as a heading whatever its style: it ends on a word that
     needs another (a list item or a sentence wrapped onto the next line), has no word of three
     letters, or opens like a reference entry."""
+    text = heading_words(text)
     return bool(_OPEN_END.search(text) or not _TITLE_WORD.search(text) or _REF_BRACKET.match(text)
                 or _REF_AUTHOR_LIST.match(text) or looks_like_reference(text))
 
