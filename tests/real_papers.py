@@ -124,7 +124,7 @@ def checks(paper_id: str) -> Iterator[Check]:
     extra = [s.title for s in doc.sections
              if s.kind not in SYNTHETIC_KINDS and heading_key(s.title) not in allowed
              and not s.title.endswith("(found by the shape of the list)")
-             and not s.title.endswith("(no heading in the PDF)")]
+             and not s.title.endswith(("(no heading in the PDF)", "(continued)"))]
     yield Check(paper_id, "false_headings", "no other line opens a section", not extra, "; ".join(extra)[:500])
     yield Check(paper_id, "abstract", truth["abstract_sentence"][:60],
                 _in_one_span(truth["abstract_sentence"], doc, ("abstract",)),

@@ -502,7 +502,14 @@ def _starts_reference_list(paras: list[_Paragraph | None], i: int) -> bool:
             or following is not None and looks_like_reference(following.text))
 
 
-def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> list[_Section]:
+def _body_after_small_print(section: _Section, para: _Paragraph, body: float) -> bool:
+    return (not section.evidence and section.kind not in ("front_matter", "references")
+            and bool(section.paragraphs) and all(p.style[0] < body - 0.4 for p in section.paragraphs)
+            and abs(para.style[0] - body) < 0.5 and len(para.text) >= 200 and not para.labelled
+            and len(sentence_bounds(para.text)) >= 2)
+
+
+def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary, body: float) -> list[_Section]:
     sections = [_Section("", "front_matter", False)]
     recognised = False
     top_style: tuple[float, bool, bool, bool] | None = None  # how this paper sets a known top-level heading
@@ -558,6 +565,15 @@ def _sections(flow: list[tuple[str, list[Line]]], vocabulary: Vocabulary) -> lis
             else:
                 open_section(title, None)
         current = sections[-1]
+        if _body_after_small_print(current, para, body):
+            # back matter set in small print does not go on in the body's size: this is body
+            # text read after a sidebar's or a neighbouring article's back matter
+            resumed = next((s for s in reversed(sections) if s.evidence and s.kind != "front_matter"), None)
+            if resumed is None:  # no heading yet: the paper's text before it is front matter for now
+                sections.append(_Section("Body (no heading in the PDF)", "other", True, inferred_title=True))
+            else:
+                sections.append(_Section(f"{resumed.title} (continued)", resumed.kind, True, inferred_title=True))
+            current = sections[-1]
         if current.evidence and current.kind != "front_matter" and _starts_reference_list(paras, i):
             sections.append(_Section("References (found by the shape of the list)", "references",
                                      False, inferred_title=True))
@@ -614,7 +630,7 @@ def _assemble(sha: str, pages: list[list[Line]], widths: list[float], heights: l
     body = _body_size(pages)
     vocabulary = Vocabulary(ln.text for lines in pages for ln in lines)
     elements = _elements(pages, widths, heights, body, _body_family(pages, body))
-    sections = _sections(elements.flow, vocabulary)
+    sections = _sections(elements.flow, vocabulary, body)
     for title, kind, blocks in (("Figure and table captions", "captions", elements.captions),
                                 ("Footnotes and notes", "footnotes", elements.footnotes),
                                 ("Table and figure text", "tables", elements.tables)):

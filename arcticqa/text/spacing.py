@@ -48,7 +48,8 @@ def _spans(page_dict: dict[str, Any]) -> Iterator[tuple[tuple[int, int, int], di
 
 def long_runs(page_dict: dict[str, Any]) -> list[tuple[tuple[int, int, int], str]]:
     """The (block, line, span) keys and text of a page's spans that are one run of seven
-    characters or more: the only ones that can be glued words."""
+    characters or more, and of the runs inside longer spans where a comma joins two words:
+    the only ones that can be glued words."""
     runs: list[tuple[tuple[int, int, int], str]] = []
     for b, block in enumerate(page_dict.get("blocks", ())):  # every span of the paper: kept lean
         for li, line in enumerate(block.get("lines", ())):
@@ -58,6 +59,8 @@ def long_runs(page_dict: dict[str, Any]) -> list[tuple[tuple[int, int, int], str
                     pieces = text.split()
                     if len(pieces) == 1 and len(pieces[0]) >= _MIN_SUSPECT:
                         runs.append(((b, li, s), pieces[0]))
+                    elif _PUNCTUATION_GLUE.search(text):  # words glued inside a spaced span
+                        runs.extend(((b, li, s), piece) for piece in pieces if _PUNCTUATION_GLUE.search(piece))
     return runs
 
 
