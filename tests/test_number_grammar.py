@@ -43,6 +43,8 @@ NOTATIONS = [
     ("12\u2009500 m", "12500 m", "12\u2009900 m"),  # thin-space thousands
     ("12\u00a0500 m", "12.5 km", "13\u00a0500 m"),  # no-break-space thousands
     ("1,8 м", "1.8 м", "2,8 м"),  # the decimal comma of Russian text
+    ("0,6 °C", "0.6 °C", "1,2 °C"),  # the decimal comma outside Cyrillic text too
+    ("12,75 m", "12.75 m", "12,25 m"),
     ("0,01–0,04 м в. э. в год", "1–4 см в. э. в год", "0,01–0,09 м в. э. в год"),
     ("842 м", "0.842 км", "942 м"),
     ("29.73 км", "29730 м", "29.93 км"),
@@ -90,12 +92,27 @@ def test_another_value_in_the_notation_is_different(answer: str, same: str, othe
     ("(Fig. 5 a) shows", [5], None),  # a panel letter is not the unit year
     ("3050 CFU/m 3", [3050], "{CFU}/m^3"),
     ("1.0 t", [1.0], "t"),
+    ("1,2 °C", [1.2], "°C"),  # a decimal comma: one number, not 1 and 2
+    ("−1,2 °C and 0,6 °C", [-1.2, 0.6], "°C"),
+    ("1,200 km", [1200], "km"),  # a group of three digits is thousands
+    ("2, 3 and 4 sites", [2, 3, 4], None),  # a list
+    ("1,2,3", [1, 2, 3], None),
+    ("2,4-D", [2, 4], None),  # a chemical locant
+    ("68,5° N", [68.5], "°N"),
+    ("as shown [1,2]", [1, 2], None),  # citations
 ])
 def test_parse_reads_pdf_forms(text: str, values: list[float], unit: str | None) -> None:
     numbers = parse_numbers(text)
     assert [n.value for n in numbers] == pytest.approx(values)
     if numbers:
         assert numbers[0].unit == unit
+
+
+def test_a_decimal_comma_option_has_the_answers_format() -> None:
+    from arcticqa.gates import check_distractor
+
+    for option in ("1,2 °C", "1,8 °C", "0,3 °C"):
+        assert check_distractor("0,6 °C", option) is None, option
 
 
 def test_percentage_points_never_compare_with_percent() -> None:
@@ -137,7 +154,8 @@ def equivalent_rewrites(answer: str) -> list[str]:
         answer.replace("°C", "° C").replace("°C", "ºC"), answer.replace("years", "yr"),
         answer.replace("%", " percent") if "percentage" not in answer else answer,
         re.sub(r"(?<![\w.,])(\d+\.\d+)(?!\d)", r"\g<1>0", answer, count=1),
-        re.sub(r"(?<![\w.,])(\d+,\d+)(?!\d)", r"\g<1>0", answer, count=1),
+        # a decimal comma gains a zero; a thousands comma ("100,000") is no decimal
+        re.sub(r"(?<![\w.,])(0,\d+|\d+,(?:\d{1,2}|\d{4,}))(?![\d,])", r"\g<1>0", answer, count=1),
         f"approximately {answer}", f"about {answer}",
         re.sub(r"(\w)/(yr|year|s|d|day|L)\b", r"\1 \2⁻¹", answer),  # "mm/yr" -> "mm yr⁻¹"
         re.sub(r"(\w)/(yr|year|s|d|day|L)\b", r"\1 \2 −1", answer),  # the detached PDF form

@@ -14,8 +14,9 @@ The grammar reads what papers and PDF text actually contain: superscript and det
 (``yr⁻¹``, ``yr −1``, ``km 2``), element-qualified masses (``TgC``, ``Tg C``, ``g C m⁻² d⁻¹``),
 unknown tokens in a unit position (``CFU/m 3``, ``cm/k.y.``) kept as *opaque* units that only
 convert into themselves, Cyrillic units (``км``, ``мг``, ``°С``, ``м в. э.``), the decimal comma
-of Russian text, thin-space thousands, ``× 10⁻³``/``·10 3`` scientific notation, percentage
-points (never percent) and calendar dates (``March 11th`` is a date, not the number 11).
+(``1,2 °C``: in Russian text, and wherever a comma cannot group thousands), thin-space
+thousands, ``× 10⁻³``/``·10 3`` scientific notation, percentage points (never percent) and
+calendar dates (``March 11th`` is a date, not the number 11).
 A misread unit must never make two equal values look different: when in doubt a token makes
 the numbers *incomparable* (no proof), never different.
 """
@@ -262,9 +263,14 @@ def _read_unit(text: str, pos: int) -> tuple[str | None, int]:
 
 # ---- number scanner -------------------------------------------------------------------------
 
+# A comma between digits is a decimal comma when it cannot be a thousands separator: after a
+# zero ("0,6"), or before a group of other than three digits ("1,2 °C", "12,75"), and only when
+# it joins exactly two digit groups: "1,2,3" is a list, "2,4-D" a chemical locant, "1,200" a
+# thousand and two hundred, "[1,2]" two citations.
 _NUM = re.compile(
-    r"(?<![\w.^])(?P<sign>[-+\u2013\u2014]\s?)?(?:(?P<zero>0),(?P<zfrac>\d+)|(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)"
-    r"(?:\.(?P<frac>\d+))?)(?!\d)"
+    r"(?<![\w.^])(?P<sign>[-+\u2013\u2014]\s?)?(?:(?P<zero>0),(?P<zfrac>\d+)"
+    r"|(?<!\d,)(?<!\[)(?P<dint>[1-9]\d{0,2}),(?P<dfrac>\d{1,2}(?!\d)|\d{4,})(?!,\d|-[^\W\d_])"
+    r"|(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(?P<frac>\d+))?)(?!\d)"
 )
 # Russian text writes the decimal point as a comma and groups thousands with spaces ("12 500,5")
 _NUM_CYRILLIC = re.compile(
@@ -329,7 +335,8 @@ def _parse_cached(text: str) -> tuple[Number, ...]:
     consumed_until = -1
     scanner = _NUM_CYRILLIC if _CYRILLIC.search(prepared) else _NUM
     for m in scanner.finditer(prepared):
-        int_text = m.group("int") or m.group("zero")
+        groups = m.groupdict()
+        int_text = m.group("int") or groups.get("zero") or groups.get("dint") or ""
         if m.start() < consumed_until or any(a <= m.start() < b for a, b in skipped):
             continue
         if len(int_text) == 1 and not m.group("frac") and (
@@ -347,7 +354,7 @@ def _parse_cached(text: str) -> tuple[Number, ...]:
             elif sign_text.strip() in "-\u2013\u2014":
                 sign = -1.0
         digits = re.sub(r"[, ]", "", int_text)
-        frac = m.group("frac") or (m.groupdict().get("zfrac") or "")
+        frac = m.group("frac") or groups.get("zfrac") or groups.get("dfrac") or ""
         value = float(f"{digits}.{frac}" if frac else digits) * sign
         end = m.end()
         scale = 1.0
