@@ -62,6 +62,8 @@ TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES & ~pymupd
 PDF_MAGIC = b"%PDF-"
 _CLOSING = (".", "!", "?", ":", ";", "\"", "”", "»", ")", "]")
 _FOOTNOTE_MARK = re.compile(r"^[∗*†‡§¶⁰¹²³⁴⁵⁶⁷⁸⁹]")
+_LEAD_NUMBER = re.compile(r"^(\d{1,3})(?:\.\d|\.?\s)")
+_MAX_SECTION_NUMBER = 25
 _TABLE_LABEL = re.compile(r"^(?:table|tab\.|таблица)", re.IGNORECASE)
 _CAPTION_LABEL = re.compile(r"^(?:fig(?:ure)?\.?|table|tab\.|рис(?:унок)?\.?|таблица)\s*[A-Z]?\d+[a-z]?\s+(?=\S)",
                             re.IGNORECASE)
@@ -251,6 +253,9 @@ def _is_heading(block: Block, body: float) -> bool:
         return False
     if cannot_be_heading(text):
         return False
+    number = _LEAD_NUMBER.match(text)
+    if number and int(number.group(1)) > _MAX_SECTION_NUMBER:
+        return False  # "50 IPSL-CM5A-LR", "71 PUBLICATIONS": a table row or a count, not section 50
     if classify_heading(text).kind is not None and len(block.lines) <= 2:
         return True
     if all(ln.bold for ln in block.lines) or block.first.size >= 1.08 * body:

@@ -311,8 +311,10 @@ def _lone_footer(line: Line, lines: list[Line], height: float) -> bool:
     with its mark and stays."""
     if (line.y0 + line.y1) / 2 < height * (1 - _MARGIN_SHARE) or _MARKED_NOTE.match(line.text):
         return False
-    above = [ln.y1 for ln in lines if ln is not line and ln.y1 <= line.y0 + 1 and ln.x0 < line.x1 and line.x0 < ln.x1]
-    return not above or line.y0 - max(above) > 1.5 * (line.y1 - line.y0)
+    # every line starting higher up counts: boxes taller than the pitch overlap the next line's
+    above = [ln.y1 for ln in lines if ln is not line and ln.y0 < line.y0 - 1 and ln.x0 < line.x1 and line.x0 < ln.x1]
+    # by the font size, not the line's box: some typesetters give a line twice its size's height
+    return not above or line.y0 - max(above) > 1.2 * line.size
 
 
 def _gaps(intervals: list[tuple[float, float]], min_gap: float) -> list[tuple[float, float]]:
