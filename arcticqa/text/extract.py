@@ -62,6 +62,7 @@ TEXT_FLAGS = pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES & ~pymupd
 PDF_MAGIC = b"%PDF-"
 _CLOSING = (".", "!", "?", ":", ";", "\"", "”", "»", ")", "]")
 _FOOTNOTE_MARK = re.compile(r"^[∗*†‡§¶⁰¹²³⁴⁵⁶⁷⁸⁹]")
+_LINK = re.compile(r"https?://|www\.", re.IGNORECASE)
 _LEAD_NUMBER = re.compile(r"^(\d{1,3})(?:\.\d|\.?\s)")
 _MAX_SECTION_NUMBER = 25
 _TABLE_LABEL = re.compile(r"^(?:table|tab\.|таблица)", re.IGNORECASE)
@@ -232,6 +233,29 @@ def extract_pdf_bytes(data: bytes, limits: ExtractionLimits | None = None) -> Do
                            "time_postprocess_s": round(total - in_mupdf, 4),
                            "time_total_s": round(total, 4)})
     return document
+
+
+def _cover_sheets(pages: list[list[Line]], heights: list[float], body: float) -> set[int]:
+    """Leading pages that are a download service's or a publisher's cover sheet, not the paper
+    (ResearchGate's profile page, AAAS's "This copy is for your personal, non-commercial use
+    only"): the paper's title page is the one of the first three with the largest title, and
+    every page before it has links and no line of body-size prose."""
+    def title_size(index: int) -> float:  # a title, not a drop cap
+        return max((ln.size for ln in pages[index] if ln.y1 < 0.5 * heights[index] and len(ln.text) >= 10),
+                   default=0.0)
+
+    first = range(min(3, len(pages) - 2))
+    if not first:
+        return set()
+    title_page = max(first, key=lambda i: (title_size(i), -i))
+    if title_page == 0 or title_size(title_page) < 1.4 * body:
+        return set()
+    for index in range(title_page):
+        lines = pages[index]
+        if not any(_LINK.search(ln.text) for ln in lines) or any(
+                abs(ln.size - body) < 0.5 and len(ln.text) >= 60 for ln in lines):
+            return set()
+    return set(range(title_page))
 
 
 def _body_size(pages: list[list[Line]]) -> float:
@@ -633,6 +657,11 @@ def _assemble(sha: str, pages: list[list[Line]], widths: list[float], heights: l
               limits: ExtractionLimits, warnings: list[str]) -> Document:
     pages, removed = remove_running_lines(pages, heights)
     body = _body_size(pages)
+    covers = _cover_sheets(pages, heights, body)
+    if covers:
+        warnings.append(f"page{'s' if len(covers) > 1 else ''} {', '.join(str(i + 1) for i in covers)} "
+                        "read as a cover sheet and left out")
+        pages = [[] if i in covers else lines for i, lines in enumerate(pages)]
     vocabulary = Vocabulary(ln.text for lines in pages for ln in lines)
     elements = _elements(pages, widths, heights, body, _body_family(pages, body))
     sections = _sections(elements.flow, vocabulary, body)
