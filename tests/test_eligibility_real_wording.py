@@ -1,5 +1,7 @@
 """Eligibility on wording seen in published papers: Russian hemisphere abbreviations, places named
-as bounds or reference points (landmarks), and large regions far from the Arctic.
+as bounds or reference points (landmarks), large regions far from the Arctic, marginal seas almost
+wholly north of the circle, global studies with straddling regions, places named only with cited
+work, and mainland Norway's glaciers.
 
 Every rule that can turn a mention into "not a site" or "not Arctic" is also tested on text where
 it must not fire: a check that proves something false must never fire on a true thing.
@@ -17,6 +19,7 @@ from typer.testing import CliRunner
 
 from arcticqa.cli import app
 from arcticqa.evidence import Document, Section, Span, sha256_text, span_id_for
+from arcticqa.geo.citations import cited_phrase
 from arcticqa.geo.coordinates import parse_coordinates
 from arcticqa.geo.gazetteer import load_gazetteer
 from arcticqa.geo.landmarks import landmark_phrase
@@ -377,3 +380,297 @@ def test_kunlun_station_is_antarctic_not_the_kunlun_mountains(policy) -> None:
 def test_a_band_across_the_equator_south_of_the_circle_is_ineligible(policy) -> None:
     d = assess(_paper("Tropical glaciers of the Andes were surveyed."), None, policy=policy)
     assert d.decision == "ineligible" and d.rule_ids == ["eligibility.south_of_arctic_circle"]
+
+
+# --- marginal seas almost wholly north of the circle ---------------------------------------------
+def test_a_bare_kara_sea_counts_as_north(policy) -> None:
+    d = assess(_paper("Sea ice concentration was retrieved in the Kara Sea."), None, policy=policy)
+    assert d.decision == "eligible" and d.rule_ids == ["eligibility.sea_mostly_north"]
+    (site,) = d.sites
+    assert site.region == "Kara Sea" and "0.2% of its area lies south of 66.56°N" in site.reason
+
+
+@pytest.mark.parametrize("sea", ["Chukchi Sea", "Baffin Bay", "Greenland Sea", "Iceland Sea", "White Sea",
+                                 "Norwegian Sea", "Foxe Basin"])
+def test_seas_with_real_water_south_of_the_circle_stay_uncertain(policy, sea: str) -> None:
+    d = assess(_paper(f"Sea ice concentration was retrieved in the {sea}."), None, policy=policy)
+    assert d.decision == "needs_review", (sea, [(v.mention.name, v.reason) for v in d.sites])
+    assert d.rule_ids == ["eligibility.uncertain_sites", "eligibility.site_straddles_circle"]
+
+
+def test_a_zero_share_keeps_the_kara_sea_uncertain(policy) -> None:
+    strict = policy.model_copy(update={"marginal_sea_south_share": 0.0})
+    d = assess(_paper("Sea ice concentration was retrieved in the Kara Sea."), None, policy=strict)
+    assert d.decision == "needs_review" and "eligibility.site_straddles_circle" in d.rule_ids
+
+
+def test_a_kara_sea_point_south_of_the_circle_is_still_not_arctic(policy) -> None:
+    """The share admits a bare mention only: a coordinate in the Gulf of Ob at 66.43°N is judged
+    by its latitude."""
+    d = assess(_paper("Water was sampled in the Kara Sea (66.43°N, 72.57°E)."), None, policy=policy)
+    point = next(v for v in d.sites if v.mention.source == "coordinates")
+    assert point.verdict == "ineligible" and point.rule_id == "eligibility.outside_arctic_regions"
+    # the point is the Kara Sea site of this paper (a coordinate beside a name is that place)
+    assert d.decision == "ineligible" and d.rule_ids == ["eligibility.outside_arctic_regions"]
+
+
+def test_melsom_like_ice_edges_are_eligible(policy) -> None:
+    doc = _document([
+        ("methods", "Forecasts of the Arctic ice edge are compared with ice charts of the Barents Sea."),
+        ("results", "In 2017 the ice edge lay near Franz Josef Land, in the southern Kara Sea, in the "
+                    "southeastern Barents Sea and in Fram Strait."),
+    ])
+    d = assess(_paper(None), doc, policy=policy)
+    assert d.decision == "eligible", [(v.mention.name, v.verdict, v.reason) for v in d.sites]
+    assert "eligibility.sea_mostly_north" in d.rule_ids
+
+
+def test_a_kara_sea_never_makes_a_non_arctic_or_mixed_paper_eligible(policy, gazetteer) -> None:
+    south = [p for p in gazetteer.places if p.kind == "land" and not p.context
+             and (p.lat_max if p.lat_max is not None else p.lat) < CIRCLE]
+    south += [p for p in gazetteer.places if p.region in ("Baltic Sea", "Bering Sea", "Labrador Sea", "Hudson Bay")]
+    assert len(south) > 40
+    for place in south:
+        text = f"Sea ice was mapped in the Kara Sea, and soils were sampled in {place.name}."
+        d = assess(_paper(text), None, policy=policy)
+        assert d.decision == "needs_review" and d.rule_ids == ["eligibility.mixed_sites"], (place.name, d.rule_ids)
+
+
+# --- global studies: uncertain sites beside non-Arctic ones ----------------------------------------
+GLOBAL_LIKE = ("Glaciers lost mass in every region: Alaska, Greenland's periphery, the Andes, High Mountain "
+               "Asia and Antarctica.")
+
+
+def test_a_global_study_with_straddling_regions_needs_review(policy) -> None:
+    """Under site_rule "all" a paper is ineligible only when no primary site is eligible and none is
+    uncertain: Alaska and Greenland may hold the study's Arctic part, so a person decides."""
+    d = assess(_paper(GLOBAL_LIKE), None, policy=policy)
+    assert d.decision == "needs_review", [(v.mention.name, v.verdict) for v in d.sites]
+    assert d.rule_ids == ["eligibility.uncertain_sites", "eligibility.site_straddles_circle"]
+    (rejection,) = d.rejections
+    assert set(rejection.evidence["sites"]) == {"Alaska", "Greenland"}
+    assert set(rejection.evidence["ineligible"]) == {"Andes", "High Mountain Asia", "Antarctica"}
+    assert "not Arctic: " in rejection.message
+
+
+def test_a_global_study_is_dropped_when_mixed_papers_are(policy) -> None:
+    d = assess(_paper(GLOBAL_LIKE), None, policy=policy.model_copy(update={"on_mixed": "ineligible"}))
+    assert d.decision == "ineligible"
+    assert d.rule_ids == ["eligibility.uncertain_sites", "eligibility.south_of_arctic_circle",
+                          "eligibility.southern_hemisphere"]
+
+
+def test_other_site_rules_on_a_global_study(policy) -> None:
+    any_rule = assess(_paper(GLOBAL_LIKE), None, policy=policy.model_copy(update={"site_rule": "any"}))
+    assert any_rule.decision == "needs_review" and "eligibility.uncertain_sites" in any_rule.rule_ids
+    majority = assess(_paper(GLOBAL_LIKE), None, policy=policy.model_copy(update={"site_rule": "majority"}))
+    assert majority.decision == "ineligible"  # three of five are not Arctic
+
+
+def test_uncertain_and_non_arctic_sites_are_never_eligible(policy, gazetteer) -> None:
+    rng = random.Random(11)
+    uncertain = ["Greenland", "Alaska", "Chukchi Sea", "Baffin Bay", "Svartisen", "Lapland", "Nunavut"]
+    # none of these lies inside a straddling feature above, which it would make precise
+    south = ["the Andes", "Hardangerjøkulen", "Trondheim", "the Baltic Sea", "Jostedalsbreen", "the Caucasus",
+             "McMurdo Station", "the Himalaya"]
+    for _ in range(200):
+        names = rng.sample(uncertain, rng.randint(1, 3)) + rng.sample(south, rng.randint(1, 3))
+        rng.shuffle(names)
+        text = "Measurements were made in " + ", ".join(names) + "."
+        for site_rule in ("all", "any", "majority"):
+            d = assess(_paper(text), None, policy=policy.model_copy(update={"site_rule": site_rule}))
+            assert d.decision != "eligible", (text, site_rule)
+            if site_rule == "all":
+                assert d.decision == "needs_review", text
+
+
+def test_a_non_arctic_paper_without_uncertain_sites_stays_ineligible(policy) -> None:
+    d = assess(_paper("Glaciers of the Andes and the Himalaya were surveyed."), None, policy=policy)
+    assert d.decision == "ineligible" and d.rule_ids == ["eligibility.south_of_arctic_circle"]
+
+
+# --- places named only with cited work -----------------------------------------------------------
+def _cited(text: str, gazetteer) -> dict[str, str | None]:
+    return {p.text: cited_phrase(text, p.start, p.end) for p in gazetteer.find(text)}
+
+
+@pytest.mark.parametrize(("text", "cited"), [
+    ("Scaling laws were taken from the literature, some fitted globally (Bahr, 2012; Grinsted, 2013) "
+     "and one for the European Alps (Chen and Ohmura, 1990).", {"European Alps"}),
+    ("Gradients are similar to findings in the European Alps [12].", {"European Alps"}),
+    ("Relations published for the Caucasus and the Pyrenees (Lopez, 2015) were also tried.",
+     {"Caucasus", "Pyrenees"}),
+    ("Melt was faster than in the Swiss Alps (Huss et al., 2011).", {"Swiss Alps"}),
+    ("As in the Alps (Huss, 2011), small glaciers thin fastest.", {"the Alps"}),
+    ("The trend is consistent with results from the Himalaya (Bolch and others, 2012).", {"Himalaya"}),
+    ("Previous studies in the Karakoram (Gardelle et al. 2012) found balanced budgets.", {"Karakoram"}),
+    ("The result agrees with earlier analyses made in the Pyrenees (e.g., Lopez, 2015; Rico, 2017).",
+     {"Pyrenees"}),
+    ("Our value is lower than estimates for the European Alps and the Caucasus (Huss, 2011).",
+     {"European Alps", "Caucasus"}),
+    ("Unlike glaciers in Patagonia [3, 4], these glaciers do not calve.", {"Patagonia"}),
+    ("Snow here is deeper, like that in the Tien Shan (Sorg et al., 2012).", {"Tien Shan"}),
+    ("In contrast to Svalbard (Nuth et al., 2010), the Andes show thinning at all elevations.", {"Svalbard"}),
+    ("Unlike Svalbard and the Canadian Arctic Archipelago (Gardner et al., 2011), the Alps lose mass at all "
+     "elevations.", {"Svalbard", "Canadian Arctic Archipelago"}),
+    ("Measurements are compared with those of Greenland (van den Broeke et al., 2009).", {"Greenland"}),
+])
+def test_places_named_with_cited_work_are_cited(gazetteer, text: str, cited: set[str]) -> None:
+    found = _cited(text, gazetteer)
+    assert {name for name, phrase in found.items() if phrase} == cited, found
+
+
+@pytest.mark.parametrize("text", [
+    "Measurements at Zackenberg (Meltofte et al., 2008) were used.",      # a citation describing the site
+    "The study area is the European Alps (Huss, 2011).",
+    "Data were collected in Svalbard (Nuth et al., 2010) in 2015.",
+    "We surveyed ice caps such as Blåmannsisen (Kennett and others, 1993).",  # examples are the study's own
+    "Outlets like Engabreen (Jackson, 2005) were drilled.",
+    "Unlike previous studies, we sampled in Kongsfjorden (Hop et al., 2002).",
+    "We compared Abisko with Kiruna.",                                    # a comparison with no citation
+    "Similar to Zackenberg, the Tromsø plots were wet.",
+    "Samples from the European Alps (Huss, 2011) and Svalbard were compared.",
+    "Region 1 is Alaska (1) and region 5 is Greenland (5).",              # numbers, not citations
+    "We used the digital elevation model of Svalbard (NPI, 2014).",
+    "Outlines of the glaciers around Greenland (Rastner et al. 2012) were used.",
+    "As in 2019, sampling at Ny-Ålesund (Smith, 2020) began in May.",
+    "Cores were drilled in Greenland as well as in Svalbard (Smith et al., 2010).",
+])
+def test_sites_with_a_citation_or_a_comparison_alone_are_not_cited(gazetteer, text: str) -> None:
+    found = _cited(text, gazetteer)
+    assert found and not any(found.values()), found
+
+
+@pytest.mark.parametrize("template", [
+    "Measurements were made at {p} (Smith et al., 2010).",
+    "Samples were collected in {p} [4] in 2019.",
+    "Data from {p} (Smith and Jones, 2016) were analysed.",
+    "The {p} site (Smith, 2010) was visited twice.",
+    "Cores from {p} by Smith (2010) were reanalysed.",
+])
+def test_no_gazetteer_place_with_a_plain_citation_is_cited(gazetteer, template: str) -> None:
+    for place in gazetteer.places:
+        for spelling in (place.name, *place.alternates):
+            text = template.format(p=spelling)
+            found = _cited(text, gazetteer)
+            assert not any(found.values()), (text, found)
+
+
+def test_an_arctic_paper_citing_alpine_work_is_eligible(policy) -> None:
+    doc = _document([
+        ("methods", "Ice thickness was surveyed on Blåmannsisen and Langfjordjøkulen. The melt model was "
+                    "calibrated as in the European Alps (Huss, 2011)."),
+        ("results", "Thinning is faster than in the Swiss Alps [8]."),
+    ])
+    d = assess(_paper(None), doc, policy=policy)
+    assert d.decision == "eligible", [(v.mention.name, v.verdict, v.reason) for v in d.sites]
+    cited = [v for v in d.sites if v.verdict == "cited"]
+    assert {v.mention.text for v in cited} == {"European Alps", "Swiss Alps"}
+    assert all(v.rule_id == "eligibility.cited_mention" for v in cited)
+
+
+def test_a_place_named_plainly_elsewhere_still_votes(policy) -> None:
+    """A cited mention hides only itself: a paper that also samples the Alps stays mixed."""
+    doc = _document([
+        ("methods", "Ice thickness was surveyed on Blåmannsisen and in the European Alps. The melt model "
+                    "was calibrated as in the European Alps (Huss, 2011)."),
+    ])
+    d = assess(_paper(None), doc, policy=policy)
+    assert d.decision == "needs_review" and d.rule_ids == ["eligibility.mixed_sites"]
+
+
+def test_an_alpine_paper_citing_arctic_work_stays_ineligible(policy) -> None:
+    doc = _document([
+        ("study_area", "The study area is Findelengletscher in the Swiss Alps (46.0°N, 7.87°E)."),
+        ("results", "Runoff peaks earlier than in Svalbard (Nuth et al., 2010), similar to findings in "
+                    "Alaska [14]."),
+    ])
+    d = assess(_paper(None), doc, policy=policy)
+    assert d.decision == "ineligible", [(v.mention.name, v.verdict, v.reason) for v in d.sites]
+    assert {v.mention.name for v in d.sites if v.verdict == "cited"} == {"Svalbard", "Alaska"}
+
+
+def test_cited_places_alone_leave_the_paper_for_review(policy) -> None:
+    d = assess(_paper("Our rates are similar to findings in the European Alps (Huss, 2011)."), None, policy=policy)
+    assert d.decision == "needs_review" and d.rule_ids == ["eligibility.no_site_found"]
+    assert "named with cited work: European Alps" in d.rejections[0].message
+    assert d.rejections[0].evidence["cited"] == ["European Alps"]
+
+
+def test_coordinates_beside_a_cited_place_are_not_that_place(policy) -> None:
+    sites = find_sites(None, _paper("As in Svalbard (Nuth et al., 2010), the glacier at 78.9°N, 12.0°E "
+                                    "retreated."), policy)
+    point = next(s for s in sites if s.source == "coordinates")
+    assert point.place is None and point.kind == "unknown"
+
+
+def test_cited_mentions_never_make_a_mixed_or_non_arctic_paper_eligible(policy) -> None:
+    rng = random.Random(5)
+    arctic = ["Svalbard", "Ny-Ålesund", "Tromsø", "Langfjordjøkulen", "Zackenberg", "Toolik Lake"]
+    south = ["the European Alps", "the Himalaya", "Jostedalsbreen", "Reykjavík", "Trondheim", "the Andes"]
+    frames = ["Rates are similar to findings in {p} (Smith, 2010).", "As in {p} [3], ice thinned.",
+              "Melt was faster than in {p} (Jones et al., 2015).",
+              "Previous studies in {p} (Lee and Kim, 2001) found the same."]
+    for _ in range(150):
+        quoted = " ".join(rng.choice(frames).format(p=rng.choice(arctic + south)) for _ in range(rng.randint(1, 4)))
+        a, s = rng.choice(arctic), rng.choice(south)
+        mixed = _document([("methods", f"Samples were taken at {a} and in {s}. {quoted}")])
+        d = assess(_paper(None), mixed, policy=policy)
+        assert d.decision == "needs_review" and d.rule_ids == ["eligibility.mixed_sites"], (mixed.text, d.rule_ids)
+        southern = _document([("methods", f"Samples were taken in {s}. {quoted}")])
+        assert assess(_paper(None), southern, policy=policy).decision == "ineligible", southern.text
+
+
+def test_baseline_and_model_sites_respect_cited_places(policy) -> None:
+    doc = _document([("methods", "The model was calibrated as in the European Alps (Huss, 2011) and run "
+                                 "for Blåmannsisen.")])
+    span = doc.spans[0]
+    proposals = baseline_site_proposals({"spans": [{"id": span.id, "text": span.text}]})
+    assert [p.name for p in proposals.sites] == ["Blåmannsisen"]
+
+    class _Model:
+        async def ask(self, role: str, prompt: str, variables: Any, schema: Any, *, subject: str = "") -> RoleReply:
+            reply = SiteExtractorReply.model_validate({"sites": [{"name": "European Alps", "span_id": span.id}]})
+            return RoleReply(role=role, provider="fake", model="m", prompt_version=prompt, request_hash="h",
+                             output=reply, cached=False, cost_usd=0.0)
+
+    extraction = asyncio.run(extract_sites_llm(doc, _paper(None), _Model(), policy))  # type: ignore[arg-type]
+    (site,) = extraction.sites
+    assert site.cited is not None and site.place == "European Alps"
+    assert assess(_paper(None), doc, extraction, policy).decision == "eligible"
+
+
+# --- mainland Norway's glaciers -------------------------------------------------------------------
+@pytest.mark.parametrize(("glacier", "decision"), [
+    ("Blåmannsisen", "eligible"), ("Blåmannisen", "eligible"), ("Langfjordjøkelen", "eligible"),
+    ("Langfjordjøkulen", "eligible"), ("Engabreen", "eligible"),
+    ("Svartisen", "needs_review"), ("Svartisen-Vestisen", "needs_review"),
+    ("Jostedalsbreen", "ineligible"), ("Nigardsbreen", "ineligible"), ("Folgefonna", "ineligible"),
+    ("Hardangerjøkulen", "ineligible"), ("Jotunheimen", "ineligible"),
+])
+def test_norwegian_glaciers_fall_on_their_side_of_the_circle(policy, glacier: str, decision: str) -> None:
+    d = assess(_paper(f"Ice thickness was measured by radar on {glacier}."), None, policy=policy)
+    assert d.decision == decision, (glacier, [(v.mention.name, v.reason) for v in d.sites])
+
+
+def test_norwegian_glaciers_lie_in_mainland_norway(gazetteer) -> None:
+    names = {"Svartisen", "Engabreen", "Blåmannsisen", "Langfjordjøkelen", "Jostedalsbreen", "Nigardsbreen",
+             "Folgefonna", "Hardangerjøkulen", "Jotunheimen"}
+    places = [p for p in gazetteer.places if p.name in names]
+    assert {p.name for p in places} == names
+    for p in places:
+        assert 57.9 <= (p.lat_min if p.lat_min is not None else p.lat) <= p.lat <= 71.2 and 4.5 <= p.lon <= 31.1, p
+
+
+def test_a_norway_wide_glacier_study_is_mixed(policy) -> None:
+    doc = _document([
+        ("abstract", "We estimate the ice volume of all glaciers of mainland Norway from radar data and a model."),
+        ("methods", "Radar surveys covered the ice caps Jostedalsbreen, Folgefonna and Hardangerjøkulen in the "
+                    "south and Svartisen, Blåmannsisen and Langfjordjøkelen in the north. Volume-area scaling "
+                    "laws came from the literature: global ones (Bahr, 2012) and one for the European Alps "
+                    "(Chen and Ohmura, 1990)."),
+    ])
+    d = assess(_paper(None), doc, policy=policy)
+    assert d.decision == "needs_review" and d.rule_ids == ["eligibility.mixed_sites"], \
+        [(v.mention.name, v.verdict) for v in d.sites]
+    assert next(v for v in d.sites if v.mention.name == "European Alps").verdict == "cited"

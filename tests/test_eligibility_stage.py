@@ -75,6 +75,10 @@ def test_default_policy_loads_from_any_cwd_with_its_hash(policy, tmp_path, monke
     ('version = "x"\nlab_model_cues = ["(unclosed"]\nregions_file = "r"\ngazetteer_file = "g"\n',
      "lab_model_cues", None),
     ('version = "x"\nsha256 = "forged"\nregions_file = "r"\ngazetteer_file = "g"\n', "sha256", None),
+    ('version = "x"\nmarginal_sea_south_share = 0.9\nregions_file = "r"\ngazetteer_file = "g"\n',
+     "marginal_sea_south_share", None),
+    ('version = "x"\nmarginal_sea_south_share = -0.01\nregions_file = "r"\ngazetteer_file = "g"\n',
+     "marginal_sea_south_share", None),
 ])
 def test_bad_policy_files_name_file_field_and_line(tmp_path, body, field, line) -> None:
     p = tmp_path / "policy.toml"

@@ -180,3 +180,51 @@ def test_bad_region_files_name_the_problem(tmp_path: Path) -> None:
     assert err.value.line == 2 and str(bad) in str(err.value)
     ok = load_regions(_write(tmp_path, [_feature("Box", box)]))
     assert shapely.intersects_xy(ok.geometries[0], 5.0, 75.0)
+
+
+# --- the share of a region south of the circle ---------------------------------------------------
+CIRCLE = 66.56
+
+
+def test_south_share_is_zero_north_one_south_and_between_for_straddling_seas(regions) -> None:
+    for j, region in enumerate(regions.regions):
+        share = regions.south_share(j, CIRCLE)
+        _, miny, _, maxy = regions.geometries[j].bounds
+        assert 0.0 <= share <= 1.0, region.name
+        if miny >= CIRCLE:
+            assert share == 0.0, region.name
+        if maxy <= CIRCLE:
+            assert share == 1.0, region.name
+        if miny < CIRCLE < maxy:
+            assert 0.0 < share < 1.0, region.name
+    # a lower line leaves less of every region south of it
+    for j in range(len(regions)):
+        assert regions.south_share(j, 60.0) <= regions.south_share(j, CIRCLE) <= regions.south_share(j, 70.0)
+
+
+def test_south_share_agrees_with_equal_area_sampling(regions) -> None:
+    """Points uniform on the sphere (uniform longitude and sine of latitude) inside each straddling
+    region: the share south of the circle matches the polygon measurement."""
+    rng = np.random.default_rng(7)
+    for j, region in enumerate(regions.regions):
+        minx, miny, maxx, maxy = regions.geometries[j].bounds
+        if not miny < CIRCLE < maxy:
+            continue
+        lon = rng.uniform(minx, maxx, 200_000)
+        lat = np.degrees(np.arcsin(rng.uniform(np.sin(np.radians(miny)), np.sin(np.radians(maxy)), 200_000)))
+        inside = shapely.intersects_xy(regions.geometries[j], lon, lat)
+        sampled = float(np.mean(lat[inside] < CIRCLE))
+        assert abs(sampled - regions.south_share(j, CIRCLE)) < 0.005, (region.name, sampled)
+
+
+def test_only_the_kara_sea_is_within_one_percent(regions) -> None:
+    """Which straddling seas a bare mention admits at the default 1%: only the Kara Sea, whose
+    polygon dips below the circle at the head of the Gulf of Ob."""
+    policy = load_eligibility_policy()
+    assert policy.marginal_sea_south_share == 0.01
+    within = {r.name for j, r in enumerate(regions.regions)
+              if r.eligibility == "north_of_circle" and 0.0 < regions.south_share(j, CIRCLE) <= 0.01}
+    assert within == {"Kara Sea"}
+    for name in ("Baffin Bay", "Chukchi Sea", "Greenland Sea"):
+        j = regions.index_of(name)
+        assert j is not None and 0.02 < regions.south_share(j, CIRCLE) < 0.06, name

@@ -31,6 +31,9 @@ class EligibilityPolicy(BaseModel):
     site_rule: Literal["all", "any", "majority"] = "all"
     on_mixed: Literal["needs_review", "ineligible"] = "needs_review"
     marginal_seas: Literal["north_of_circle", "whole_region"] = "north_of_circle"
+    #: a bare mention of a marginal sea counts as north of the circle when at most this share of
+    #: its area lies south of it (0 = only a sea wholly north of the circle)
+    marginal_sea_south_share: float = Field(0.0, ge=0.0, le=0.5)
     hudson_bay: Literal["ineligible", "eligible", "north_of_circle"] = "ineligible"
     primary_sections: list[str] = Field(
         default_factory=lambda: ["title", "abstract", "study_area", "methods", "results", "other"])

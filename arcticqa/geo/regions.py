@@ -33,6 +33,9 @@ __all__ = [
 
 RegionEligibility = Literal["eligible", "north_of_circle", "policy:hudson_bay", "ineligible"]
 
+# edge length (degrees) before projecting a polygon to measure its area
+_DENSIFY_DEG = 0.1
+
 DEFAULT_REGIONS_PATH = Path(__file__).resolve().parents[2] / "data" / "regions" / "arctic_marine_regions.geojson"
 
 
@@ -54,6 +57,21 @@ def normalize_lon(lon: Any) -> Any:
     return np.mod(np.asarray(lon, dtype=float) + 180.0, 360.0) - 180.0
 
 
+def _equal_area(geom: Any) -> float:
+    """Area on the unit sphere (steradians) of a lon/lat polygon.
+
+    Lambert's cylindrical equal-area projection (x = longitude, y = sin latitude) keeps areas, so a
+    square degree near the pole weighs less than one at the circle. Edges are densified first
+    because they are straight in lon/lat, where the point tests are made, and curve once projected.
+    """
+    if geom.is_empty:
+        return 0.0
+    dense = shapely.segmentize(geom, _DENSIFY_DEG)
+    projected = shapely.transform(
+        dense, lambda xy: np.column_stack([np.radians(xy[:, 0]), np.sin(np.radians(xy[:, 1]))]))
+    return float(projected.area)
+
+
 class RegionSet:
     """The loaded region file: regions, their prepared geometries and an STRtree over them."""
 
@@ -65,6 +83,7 @@ class RegionSet:
         for geom in geometries:
             shapely.prepare(geom)
         self.tree = shapely.STRtree(geometries)
+        self._south_share: dict[tuple[int, float], float] = {}
         self._by_name = {r.name.casefold(): i for i, r in enumerate(regions)}
         for i, r in enumerate(regions):
             for alias in r.aliases:
@@ -91,6 +110,22 @@ class RegionSet:
         pts = shapely.points(normalize_lon(lons), np.asarray(lats, dtype=float))
         result: np.ndarray = self.tree.query(pts, predicate="intersects")
         return result
+
+    def south_share(self, index: int, lat: float) -> float:
+        """The share of region ``index``'s area that lies south of ``lat`` (0 to 1), computed once
+        per region and latitude from the polygon on an equal-area projection."""
+        key = (index, float(lat))
+        share = self._south_share.get(key)
+        if share is None:
+            geom = self.geometries[index]
+            _, miny, _, maxy = geom.bounds
+            if miny >= lat or maxy <= lat:
+                share = 0.0 if miny >= lat else 1.0
+            else:
+                south = shapely.intersection(geom, shapely.box(-180.0, -90.0, 180.0, float(lat)))
+                share = _equal_area(south) / _equal_area(geom)
+            self._south_share[key] = share
+        return share
 
     def regions_at(self, lat: float, lon: float) -> list[int]:
         """Indices of the regions containing one point, in file order (file order is priority)."""

@@ -6,10 +6,11 @@ seas that straddle the circle only north of it, unless the policy says otherwise
 from three sources, kept apart with their evidence: the coordinate parser, the gazetteer, and the
 ``site_extractor`` LLM role (which only cites span ids; coordinates never come from the model).
 A place named only as a bound or reference point ("between Iceland and …", "off X", "north of
-X", "from X to Y") is a landmark, not a site. The decision is ``eligible``, ``ineligible`` (with
-the rule of every failing site) or ``needs_review``; every site found — including background
-mentions and landmarks that did not count — is listed in the decision, which also carries the
-SHA-256 of the policy, region and gazetteer files.
+X", "from X to Y") is a landmark, not a site; one named only as the setting of cited work ("as
+in the European Alps (Huss, 2011)") is cited, not a site. The decision is ``eligible``,
+``ineligible`` (with the rule of every failing site) or ``needs_review``; every site found —
+including background mentions, landmarks and cited places that did not count — is listed in the
+decision, which also carries the SHA-256 of the policy, region and gazetteer files.
 
 Pure functions, no database and no Prefect: the runner persists the returned pydantic objects.
 """
@@ -26,6 +27,7 @@ import shapely
 from pydantic import BaseModel, Field
 
 from arcticqa.evidence import Document
+from arcticqa.geo.citations import cited_phrase
 from arcticqa.geo.coordinates import parse_coordinates
 from arcticqa.geo.gazetteer import Gazetteer, Place, load_gazetteer
 from arcticqa.geo.landmarks import landmark_phrase
@@ -69,11 +71,17 @@ R_OUTSIDE = rule("eligibility.outside_arctic_regions", "marine site outside ever
 R_SOUTHERN = rule("eligibility.southern_hemisphere", "site in the southern hemisphere (Antarctic or other)")
 R_STRADDLE = rule("eligibility.site_straddles_circle",
                   "site or named sea straddles the Arctic Circle and nothing places it north")
+R_SEA_MOSTLY_NORTH = rule("eligibility.sea_mostly_north",
+                          "named marginal sea with at most the policy's small share of its area south of "
+                          "the Arctic Circle (marginal_sea_south_share)")
 R_BACKGROUND = rule("eligibility.background_mention",
                     "place named outside the study-site sections (or as background); not used")
 R_LANDMARK = rule("eligibility.landmark_mention",
                   "place named as a bound or reference point (between X and Y, off X, north of X, "
                   "from X to Y), not as a study site; not used")
+R_CITED = rule("eligibility.cited_mention",
+                "place named only as the setting of cited work (as in X (Author, Year), similar to "
+                "findings in X [12]), not as a study site; not used")
 R_UNLOCATED = rule("eligibility.site_unlocated",
                    "site named by the model but neither in the gazetteer nor given coordinates in its span")
 R_REFINED = rule("eligibility.region_refined_by_site",
@@ -91,7 +99,8 @@ R_LLM_NAME = rule("eligibility.llm_name_not_in_span",
 
 SiteSource = Literal["coordinates", "gazetteer", "llm"]
 SiteKind = Literal["land", "sea", "unknown"]
-Verdict = Literal["eligible", "ineligible", "uncertain", "background", "landmark", "unlocated", "context"]
+Verdict = Literal["eligible", "ineligible", "uncertain", "background", "landmark", "cited", "unlocated",
+                  "context"]
 
 # a coordinate this close to a gazetteer name (characters, degrees) is taken to be that place
 _NEAR_CHARS = 120
@@ -123,6 +132,7 @@ class SiteMention(BaseModel):
     primary: bool = True
     doc_start: int | None = None  # offset in Document.text, when known
     landmark: str | None = None  # the phrase naming the place as a bound or reference point
+    cited: str | None = None  # the phrase naming the place as the setting of cited work
 
 
 class SiteVerdict(BaseModel):
@@ -170,7 +180,7 @@ class EligibilityDecision(BaseModel):
                 "kind": v.mention.kind, "source": v.mention.source, "region": v.region,
                 "eligible": v.eligible, "verdict": v.verdict, "rule_id": v.rule_id, "reason": v.reason,
                 "span_id": v.mention.span_id, "section": v.mention.section, "text": v.mention.text,
-                "primary": v.mention.primary, "landmark": v.mention.landmark,
+                "primary": v.mention.primary, "landmark": v.mention.landmark, "cited": v.mention.cited,
             } for v in self.sites],
             "warnings": [w.model_dump() for w in self.warnings],
             "site_rule": self.site_rule,
@@ -246,6 +256,7 @@ def find_sites(document: Document | None, paper: PaperRecord,
     (taking its land/sea kind), so "Ny-Ålesund (78.92°N, 11.93°E)" is one land site, not two.
     A place named as a bound or reference point is marked as a landmark and lends nothing to a
     coordinate beside it: in "between Iceland and Greenland (68°N, 25°W)" the point is the site.
+    A place named only as the setting of cited work is marked as cited and lends nothing either.
     """
     pol, regions, gaz = _assets(policy)
     primary_sections = set(pol.primary_sections)
@@ -257,6 +268,7 @@ def find_sites(document: Document | None, paper: PaperRecord,
         coords = parse_coordinates(piece.text).coordinates
         anchors = [(pm.start, pm.end) for pm in places] + [(c.start, c.end) for c in coords]
         landmarks = {pm.start: landmark_phrase(piece.text, pm.start, pm.end, anchors) for pm in places}
+        cited = {pm.start: cited_phrase(piece.text, pm.start, pm.end) for pm in places}
         for pm in places:
             doc_start = piece.doc_start + pm.start if piece.doc_start is not None else None
             key = ("gazetteer", doc_start if doc_start is not None else (piece.span_id, pm.start), pm.end - pm.start)
@@ -265,7 +277,8 @@ def find_sites(document: Document | None, paper: PaperRecord,
             seen.add(key)
             out.append(SiteMention(source="gazetteer", name=pm.place.name, text=pm.text, span_id=piece.span_id,
                                    section=piece.section, start=pm.start, end=pm.end, primary=primary,
-                                   doc_start=doc_start, landmark=landmarks[pm.start], **_place_fields(pm.place)))
+                                   doc_start=doc_start, landmark=landmarks[pm.start], cited=cited[pm.start],
+                                   **_place_fields(pm.place)))
         for c in coords:
             doc_start = piece.doc_start + c.start if piece.doc_start is not None else None
             key = ("coordinates", doc_start if doc_start is not None else (piece.span_id, c.start), c.end - c.start)
@@ -274,7 +287,7 @@ def find_sites(document: Document | None, paper: PaperRecord,
             seen.add(key)
             ranked = []
             for pm in places:
-                if landmarks[pm.start] is not None:
+                if landmarks[pm.start] is not None or cited[pm.start] is not None:
                     continue
                 chars = min(abs(pm.start - c.end), abs(c.start - pm.end))
                 rank = _near_place(c.lat, c.lon, pm.place, regions) if chars <= _NEAR_CHARS else None
@@ -334,8 +347,13 @@ def _admits(region: MarineRegion, pol: EligibilityPolicy) -> bool | None:
     return True if pol.marginal_seas == "whole_region" else None
 
 
-def _judge(m: SiteMention, containing: list[MarineRegion], pol: EligibilityPolicy) -> tuple[Verdict, str, str, str | None]:
-    """(verdict, rule id, reason, region shown) for one located, primary mention."""
+def _judge(m: SiteMention, containing: list[MarineRegion], pol: EligibilityPolicy,
+           south_share: float | None = None) -> tuple[Verdict, str, str, str | None]:
+    """(verdict, rule id, reason, region shown) for one located, primary mention.
+
+    ``south_share`` is given for a sea named without coordinates: the share of its area south of
+    the circle.
+    """
     circle = pol.arctic_circle_lat
     assert m.lat is not None
     lo = m.lat_min if m.lat_min is not None else m.lat
@@ -377,6 +395,12 @@ def _judge(m: SiteMention, containing: list[MarineRegion], pol: EligibilityPolic
     if kind == "unknown" and lo >= circle:
         return "eligible", R_NORTH.id, f"site at {lo:.2f}°N ≥ {circle}°N", region_name
     straddling = [r for r in containing if _admits(r, pol) is None]
+    if straddling and hi >= circle and south_share is not None and south_share <= pol.marginal_sea_south_share:
+        # a sliver south of the circle (the head of the Gulf of Ob) does not make "the Kara Sea" a
+        # place that may lie south of it
+        return ("eligible", R_SEA_MOSTLY_NORTH.id,
+                f"{straddling[0].name}: {south_share:.1%} of its area lies south of {circle}°N "
+                f"(at most {pol.marginal_sea_south_share:.0%})", straddling[0].name)
     if straddling and hi >= circle:
         return ("uncertain", R_STRADDLE.id,
                 f"{straddling[0].name} straddles {circle}°N and nothing places the site north of it",
@@ -409,11 +433,16 @@ def judge_sites(mentions: Iterable[SiteMention], policy: EligibilityPolicy | Non
             out.append(SiteVerdict(mention=m, site_key=key, verdict="landmark", rule_id=R_LANDMARK.id,
                                    reason=f"named as a bound or reference point ({m.landmark!r}), not as a site"))
             continue
+        if m.cited is not None:
+            out.append(SiteVerdict(mention=m, site_key=key, verdict="cited", rule_id=R_CITED.id,
+                                   reason=f"named as the setting of cited work ({m.cited!r}), not as a site"))
+            continue
         if m.lat is None:
             out.append(SiteVerdict(mention=m, site_key=key, verdict="unlocated", rule_id=R_UNLOCATED.id,
                                    reason="no gazetteer entry and no coordinates in the cited span"))
             continue
         containing: list[MarineRegion] = []
+        south_share: float | None = None
         if m.region_hint is not None:
             j = regions.index_of(m.region_hint)
             if j is not None:
@@ -422,9 +451,10 @@ def judge_sites(mentions: Iterable[SiteMention], policy: EligibilityPolicy | Non
                     # a named sea without coordinates spans the whole region's latitudes
                     _, miny, _, maxy = regions.geometries[j].bounds
                     m = m.model_copy(update={"lat_min": round(miny, 2), "lat_max": round(maxy, 2)})
+                    south_share = regions.south_share(j, pol.arctic_circle_lat)
         elif i in row_of:
             containing = [regions.regions[j] for j in np.flatnonzero(member[row_of[i]])]
-        verdict, rule_id, reason, region = _judge(m, containing, pol)
+        verdict, rule_id, reason, region = _judge(m, containing, pol, south_share)
         out.append(SiteVerdict(mention=m, site_key=key, region=region, verdict=verdict, rule_id=rule_id,
                                reason=reason))
     return out
@@ -455,7 +485,7 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
     # one verdict per distinct site: coordinates beat a gazetteer name beat a model's name
     by_site: dict[str, SiteVerdict] = {}
     for v in verdicts:
-        if v.verdict in ("background", "landmark", "unlocated"):
+        if v.verdict in ("background", "landmark", "cited", "unlocated"):
             continue
         cur = by_site.get(v.site_key)
         if cur is None or _SOURCE_RANK[v.mention.source] < _SOURCE_RANK[cur.mention.source]:
@@ -512,6 +542,7 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
         unlocated = [v for v in verdicts if v.verdict == "unlocated"]
         background = [v for v in verdicts if v.verdict == "background"]
         landmarks = [v for v in verdicts if v.verdict == "landmark"]
+        cited = [v for v in verdicts if v.verdict == "cited"]
         if cue is not None:
             decision, rule_ids = "ineligible", [R_LAB.id]
             rejections.append(R_LAB.reject(f"no study site found and the text reads as lab/model-only "
@@ -521,8 +552,10 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
             rejections.append(R_NO_SITE.reject(
                 "no primary study site found"
                 + (f"; landmarks: {', '.join(names(landmarks))}" if landmarks else "")
+                + (f"; named with cited work: {', '.join(names(cited))}" if cited else "")
                 + (f"; background mentions: {', '.join(names(background))}" if background else ""),
-                background=names(background), landmarks=names(landmarks), unlocated=names(unlocated)))
+                background=names(background), landmarks=names(landmarks), cited=names(cited),
+                unlocated=names(unlocated)))
     else:
         n = len(chosen)
         if pol.site_rule == "any":
@@ -542,14 +575,19 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
         else:  # all
             if not ineligible and not uncertain:
                 decision, rule_ids = "eligible", site_rules(eligible)
-            elif ineligible and not eligible:
+            elif ineligible and not eligible and not uncertain:
                 decision, rule_ids = "ineligible", site_rules(ineligible)
             elif ineligible and eligible:
                 if pol.on_mixed == "ineligible":
                     decision, rule_ids = "ineligible", [R_MIXED.id, *site_rules(ineligible)]
                 else:
                     decision, rule_ids = "needs_review", [R_MIXED.id]
+            elif ineligible and pol.on_mixed == "ineligible":
+                # an uncertain site that proved Arctic would make the paper mixed: dropped either way
+                decision, rule_ids = "ineligible", [R_UNCERTAIN.id, *site_rules(ineligible)]
             else:
+                # an uncertain site may hold the Arctic part of the study (Greenland beside the Andes in
+                # a global glacier study): a person decides, as for a mixed paper
                 decision, rule_ids = "needs_review", [R_UNCERTAIN.id, *site_rules(uncertain)]
         if decision == "ineligible":
             rejections.extend(fail_rejections(ineligible))
@@ -559,7 +597,8 @@ def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
                 eligible=names(eligible), ineligible=names(ineligible)))
         if R_UNCERTAIN.id in rule_ids:
             rejections.append(R_UNCERTAIN.reject(
-                reasons(uncertain), sites=names(uncertain)))
+                reasons(uncertain) + (f"; not Arctic: {', '.join(names(ineligible))}" if ineligible else ""),
+                sites=names(uncertain), ineligible=names(ineligible)))
         if R_NO_MAJORITY.id in rule_ids:
             rejections.append(R_NO_MAJORITY.reject(
                 f"{len(eligible)} eligible, {len(ineligible)} ineligible, {len(uncertain)} uncertain of {n}",
@@ -648,6 +687,15 @@ def _landmark_only(name: str, text: str, gaz: Gazetteer) -> str | None:
     return phrases[0] if all(phrases) else None
 
 
+def _cited_only(name: str, text: str) -> str | None:
+    """The citing phrase when every mention of ``name`` in ``text`` names the setting of cited work."""
+    hits = list(re.finditer(re.escape(name), text, flags=re.IGNORECASE))
+    if not hits:
+        return None
+    phrases = [cited_phrase(text, h.start(), h.end()) for h in hits]
+    return phrases[0] if all(phrases) else None
+
+
 def _mention_from_proposal(ps: ProposedSite, piece: _Piece, gaz: Gazetteer,
                            pol: EligibilityPolicy) -> SiteMention:
     at = _norm(piece.text).find(_norm(ps.name))
@@ -663,6 +711,7 @@ def _mention_from_proposal(ps: ProposedSite, piece: _Piece, gaz: Gazetteer,
         "primary": piece.section in set(pol.primary_sections) and ps.role == "study_site",
         "doc_start": piece.doc_start + start if piece.doc_start is not None else None,
         "landmark": _landmark_only(ps.name, piece.text, gaz),
+        "cited": _cited_only(ps.name, piece.text),
     }
     place = gaz.lookup(ps.name)
     if place is None:
@@ -685,7 +734,8 @@ async def extract_sites_llm(document: Document | None, paper: PaperRecord, llm: 
 
     The model's coordinates are never used: a kept site is located through the gazetteer, or by
     the coordinates written in its cited span, or stays unlocated (listed, not decisive). A site
-    its span names only as a bound or reference point ("off X") is kept as a landmark.
+    its span names only as a bound or reference point ("off X") is kept as a landmark, and one it
+    names only as the setting of cited work ("as in X (Author, Year)") as cited.
     """
     pol, _regions, gaz = _assets(policy)
     variables = site_extractor_variables(document, paper, pol)
@@ -714,7 +764,7 @@ async def extract_sites_llm(document: Document | None, paper: PaperRecord, llm: 
 
 def baseline_site_proposals(variables: Mapping[str, Any]) -> SiteExtractorReply:
     """A rule-based stand-in for the role (offline provider): every gazetteer name in the spans
-    that is not named as a bound or reference point there."""
+    that is not named as a bound or reference point, nor as the setting of cited work, there."""
     gaz = load_gazetteer(load_eligibility_policy().gazetteer_file)
     sites: list[ProposedSite] = []
     seen: set[tuple[str, str]] = set()
@@ -722,7 +772,8 @@ def baseline_site_proposals(variables: Mapping[str, Any]) -> SiteExtractorReply:
         text = str(span.get("text", ""))
         anchors = _anchors(text, gaz)
         for pm in gaz.find(text):
-            if landmark_phrase(text, pm.start, pm.end, anchors) is not None:
+            if (landmark_phrase(text, pm.start, pm.end, anchors) is not None
+                    or cited_phrase(text, pm.start, pm.end) is not None):
                 continue
             key = (pm.place.name, str(span["id"]))
             if key not in seen:
