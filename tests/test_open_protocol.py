@@ -47,6 +47,20 @@ from arcticqa.store.db import make_engine
     ("The context does not mention the flux.", "open.abstain.no_information"),
     ("Unknown", "open.abstain.explicit"),
     ("I abstain.", "open.abstain.explicit"),
+    ("I have no idea.", "open.abstain.dont_know"),
+    ("No idea, sorry.", "open.abstain.dont_know"),
+    ("Hard to say without the full paper.", "open.abstain.dont_know"),
+    ("I'm not certain.", "open.abstain.dont_know"),
+    ("There is no way to know from this.", "open.abstain.dont_know"),
+    ("It could not be determined.", "open.abstain.cannot_determine"),
+    ("I can't know that.", "open.abstain.cannot_determine"),
+    ("Not stated in the evidence.", "open.abstain.no_information"),
+    ("The evidence does not specify the depth.", "open.abstain.no_information"),
+    ("Not reported.", "open.abstain.no_information"),
+    ("The value is not given.", "open.abstain.no_information"),
+    ("No information is available.", "open.abstain.no_information"),
+    ("It is unclear.", "open.abstain.explicit"),
+    ("Uncertain", "open.abstain.explicit"),
 ])
 def test_abstention_rules_recognise_own_words(reply: str, rule: str) -> None:
     assert abstention_rule(reply) == rule
@@ -67,6 +81,16 @@ def test_abstention_rules_recognise_own_words(reply: str, rule: str) -> None:
     ("Информация об этом отсутствует.", "open.abstain.no_information"),
     ("Воздерживаюсь", "open.abstain.explicit"),
     ("Неизвестно.", "open.abstain.explicit"),
+    ("Сложно сказать.", "open.abstain.dont_know"),
+    ("Трудно сказать.", "open.abstain.dont_know"),
+    ("Понятия не имею.", "open.abstain.dont_know"),
+    ("Не имею представления.", "open.abstain.dont_know"),
+    ("Без понятия.", "open.abstain.dont_know"),
+    ("Затрудняюсь.", "open.abstain.dont_know"),
+    ("Не указано.", "open.abstain.no_information"),
+    ("Данных нет.", "open.abstain.no_information"),
+    ("В статье об этом не говорится.", "open.abstain.no_information"),
+    ("Неясно.", "open.abstain.explicit"),
 ])
 def test_russian_abstentions(reply: str, rule: str) -> None:
     assert abstention_rule(reply) == rule
@@ -79,7 +103,11 @@ def test_russian_abstentions(reply: str, rule: str) -> None:
 @pytest.mark.parametrize("reply", ["Cassiope", "An unknown Salix hybrid", "Dryas, I think.",
                                    "It increased by 31%", "0.5 m", "в мае — июле не изменился",
                                    "Не изменился", "Енисея, Лены и Маккензи", "не было обнаружено",
-                                   "Невозможность определения возраста образцов", "данные спутника MODIS"])
+                                   "Невозможность определения возраста образцов", "данные спутника MODIS",
+                                   "No data gaps were found", "not detected", "no significant trend",
+                                   "No information was collected on birds", "Not reported in 2010 but in 2012",
+                                   "Unclear banding in the upper core", "нет изменений", "не обнаружено",
+                                   "Сложность рельефа", "no change in idea of", "It was hard to detect"])
 def test_answers_are_not_abstentions(reply: str) -> None:
     assert abstention_rule(reply) is None
 
@@ -102,6 +130,28 @@ def test_no_v1_answer_or_distractor_is_an_abstention(arcticqa_v1: Path) -> None:
                (text, text.lower(), text.upper(), f"The answer is {text}.", f"Ответ: {text}.", f"{text}. I think so.")]
     assert [(kind, reply) for kind, reply in wrapped if abstention_rule(reply) is not None] == []
     assert [(kind, text) for kind, text in answers if grade_reply(text, text).outcome == "abstained"] == []
+
+
+@pytest.mark.shared
+def test_no_real_v1_option_or_response_is_an_abstention(arcticqa_v1: Path) -> None:
+    # every option a model was shown (conditions.jsonl, responses.csv) and every raw response a
+    # model gave: nothing real reads as an abstention unless it is the abstain option itself
+    import csv
+
+    texts: set[str] = set()
+    for line in (arcticqa_v1 / "conditions.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            texts |= {o["text"] for o in record["options"] if o["kind"] != "abstain"}
+            texts |= {record["question"], record["question_context"]}
+    with (arcticqa_v1 / "responses.csv").open(encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            abstain = row["abstain_letter"]
+            texts |= {row[f"option_{letter}"] for letter in "ABCDE" if letter != abstain}
+            texts.add(row["raw_response_text"])
+    texts.discard("")
+    assert len(texts) > 1000
+    assert sorted(t for t in texts if abstention_rule(t) is not None) == []
 
 
 def test_transport_outcomes() -> None:

@@ -24,11 +24,12 @@ from arcticqa.store.store import Store
 
 runner = CliRunner()
 
-# (item id, question, gold answer, the model's reply, what the scripted verifier says of it)
+# (item id, question, gold answer, the model's reply, what the scripted verifier says of it); v3 abstains
+# in words no abstention rule reads
 CASES = [
     ("v1", "Which plant flowered first?", "Cassiope", "Silene", "wrong"),
     ("v2", "How thick was the active layer?", "0.5 m", "about half a metre", "correct"),
-    ("v3", "How did the PLFA concentration change?", "increased by 31%", "Hard to tell from this passage",
+    ("v3", "How did the PLFA concentration change?", "increased by 31%", "The passage leaves that open",
      "abstained"),
     ("v4", "What mean temperature was measured?", "-4.2 °C", "-4 °C", "unclear"),
     ("v5", "Which genus dominated the plots?", "Dryas", "Dryas", None),  # matcher: exact

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from arcticqa.gates.direction import direction_terms, terms_reverse
 from arcticqa.gates.numbers import Number, comparable, parse_numbers, prepare_text, values_agree
+from arcticqa.gates.numwords import spelled_as_digits
 from arcticqa.gates.text import contains_phrase, split_sentences, strip_parenthetical
 
 __all__ = ["Contradiction", "ContradictionRule", "contradiction", "evidence_supports_value",
@@ -217,6 +218,9 @@ def contradiction(option: str, evidence_text: str, answer: str, answer_type: str
     """
     if not option.strip() or not evidence_text.strip():
         return None
+    # an option or answer in words ("thirty-three days") states its number; the evidence is read
+    # as written ("one of the lakes" is no quantity)
+    option, answer = spelled_as_digits(option), spelled_as_digits(answer)
     evidence_text = prepare_text(evidence_text)  # number offsets index into this form
     found = _numeric(option, evidence_text, answer) or _direction(option, evidence_text, answer)
     if found is None and answer_type in ("entity", "category", "set", "other"):

@@ -38,6 +38,7 @@ __all__ = [
     "values_agree",
     "numeric_within_tolerance",
     "same_value",
+    "same_uncertainty",
     "unit_of",
     "prepare_text",
 ]
@@ -87,6 +88,9 @@ class Number:
     approx: bool = False  # "~", "about", "approximately", ...
     bound: str | None = None  # "<", ">", "≤", "≥" (or words meaning them)
     plusminus: float | None = None  # stated ± in the same unit
+    #: a word in the unit position the grammar does not know ("12 sols"): the number has no unit
+    #: it can be read in, so it never takes the other side's unit (see :func:`comparable`)
+    unread_unit: str | None = None
     start: int = 0  # offsets into prepare_text(text), not into the raw text
     end: int = 0
 
@@ -109,14 +113,25 @@ class Number:
 
 _PREFIX = r"(?:da|[YZEPTGMkhdcmµμunpf])"
 _PREFIXABLE = r"(?:mol|Pa|Hz|Sv|Bq|eq|bar|g|m|s|L|l|W|J|V|t|M)"
-_PLAIN = (r"(?:percentage[ -]points?|%[ -]points?|pp|%|‰|ppm|ppb|ppt|ppmv|ppbv|psu|PSU|°[CFNSEW]|°|K"
+# unit names written out ("192 metres", "8400 tonnes", "30 kyr"): longest first
+_NAMED = (r"(?:(?:square|cubic) )?(?:kilo|centi|milli|micro)?(?:metres?|meters?)|(?:kilo|milli|micro)?grams?|tonnes?|metric tons?"
+          r"|(?:milli)?(?:litres?|liters?)|seconds?|secs?|minutes?|mins|kelvins?|degrees? Celsius"
+          r"|kyrs?|Myrs?|Gyr|ka|Ma|Ga")
+_PLAIN = (rf"(?:{_NAMED}|percentage[ -]points?|%[ -]points?|pp|%|‰|ppm|ppb|ppt|ppmv|ppbv|psu|PSU|°[CFNSEW]|°|K"
           r"|yrs?|years?|a|d|days?|h|hrs?|hours?|min|months?|weeks?|decades?|century|centuries|ha"
           r"|fold|times|mol%)")
 #: Cyrillic unit abbreviations -> the Latin token they stand for (longest first in the pattern)
 _CYRILLIC_UNITS = {"мкм": "µm", "км": "km", "см": "cm", "мм": "mm", "дм": "dm", "нм": "nm", "м": "m",
                    "мкг": "µg", "кг": "kg", "мг": "mg", "нг": "ng", "г": "g", "т": "t", "мл": "mL",
                    "л": "L", "га": "ha", "сут": "d", "ч": "h", "мин": "min", "с": "s", "год": "yr",
-                   "лет": "yr", "гПа": "hPa", "кПа": "kPa", "Па": "Pa", "Вт": "W", "ppm": "ppm"}
+                   "лет": "yr", "гПа": "hPa", "кПа": "kPa", "Па": "Pa", "Вт": "W", "ppm": "ppm",
+                   # written out ("восемь процентов" read as digits by arcticqa.gates.numwords)
+                   **dict.fromkeys(("процент", "процента", "процентов"), "%"),
+                   **dict.fromkeys(("метр", "метра", "метров"), "m"),
+                   **dict.fromkeys(("километр", "километра", "километров"), "km"),
+                   **dict.fromkeys(("сантиметр", "сантиметра", "сантиметров"), "cm"),
+                   **dict.fromkeys(("тонна", "тонны", "тонн"), "t"),
+                   **dict.fromkeys(("день", "дня", "дней", "суток"), "d")}
 _CYR = "|".join(sorted((re.escape(k) for k in _CYRILLIC_UNITS), key=len, reverse=True))
 _EXP = r"(?:\^?[-+]?\d)?"
 _TOKEN = re.compile(rf"(?:{_PLAIN}|{_PREFIX}?{_PREFIXABLE}|{_CYR}){_EXP}(?![\w%‰°])")
@@ -136,7 +151,7 @@ _LENGTHS = {"m", "km", "cm", "mm", "dm", "µm", "nm"}
 _AMBIGUOUS_ALONE = {"a", "l", "d", "h", "t", "L", "M", "da", "min", "s", "pp", "с", "ч", "л"}
 # ambiguous tokens read as units when they end the phrase ("1.0 t", "5 L."); never the letters
 # that also label figure panels ("Fig. 5 a)", "3 d)")
-_UNIT_AT_PHRASE_END = {"t", "L", "min", "т", "л", "ч"}
+_UNIT_AT_PHRASE_END = {"t", "L", "min", "s", "т", "л", "ч"}
 _LABELS = {"psu", "°N", "°S", "°E", "°W", "fold", "ppt", "eq", "ppmv", "ppbv", "pp"}
 
 # spelling variants of one unit share one canonical token, so "mm/yr" == "mm/year" without pint
@@ -145,12 +160,26 @@ _SYNONYMS = {"yrs": "yr", "year": "yr", "years": "yr", "a": "yr", "day": "d", "d
              "weeks": "week", "decades": "decade", "centuries": "century", "times": "fold",
              "PSU": "psu", "l": "L", "percentage points": "pp", "percentage point": "pp",
              "percentage-points": "pp", "percentage-point": "pp", "% points": "pp",
-             "% point": "pp", "%-points": "pp", "%-point": "pp"}
+             "% point": "pp", "%-points": "pp", "%-point": "pp", "tonne": "t", "tonnes": "t",
+             "metric ton": "t", "metric tons": "t", "second": "s", "seconds": "s", "sec": "s", "secs": "s",
+             "minute": "min", "minutes": "min", "mins": "min", "kelvin": "K", "kelvins": "K",
+             "degree Celsius": "°C", "degrees Celsius": "°C", "kyrs": "kyr", "ka": "kyr", "Myrs": "Myr",
+             "Ma": "Myr", "Ga": "Gyr", "litre": "L", "litres": "L", "liter": "L", "liters": "L",
+             "millilitre": "mL", "millilitres": "mL", "milliliter": "mL", "milliliters": "mL",
+             **{f"{prefix}{name}{plural}": f"{symbol}{base}"
+                for name, base in (("metre", "m"), ("meter", "m"), ("gram", "g"))
+                for prefix, symbol in (("", ""), ("kilo", "k"), ("centi", "c"), ("milli", "m"), ("micro", "µ"))
+                for plural in ("", "s")},
+             **{f"{power} {prefix}{name}{plural}": f"{symbol}m^{exp}"
+                for power, exp in (("square", 2), ("cubic", 3)) for name in ("metre", "meter")
+                for prefix, symbol in (("", ""), ("kilo", "k"), ("centi", "c"), ("milli", "m"), ("micro", "µ"))
+                for plural in ("", "s")}}
 _BASE_NAMES = {
     "yr": "year", "d": "day", "h": "hour", "min": "minute", "month": "month", "week": "week",
     "decade": "(10*year)", "century": "(100*year)", "%": "percent", "‰": "permille",
     "°C": "degC", "°F": "degF", "K": "kelvin", "°": "degree", "ha": "hectare", "Sv": "sverdrup",
-    "ppm": "ppm", "ppb": "ppb", "mol%": "percent",
+    "ppm": "ppm", "ppb": "ppb", "mol%": "percent", "kyr": "(1e3*year)", "Myr": "(1e6*year)",
+    "Gyr": "(1e9*year)",
 }
 
 
@@ -269,7 +298,8 @@ def _read_unit(text: str, pos: int) -> tuple[str | None, int]:
 # thousand and two hundred, "[1,2]" two citations.
 _NUM = re.compile(
     r"(?<![\w.^])(?P<sign>[-+\u2013\u2014]\s?)?(?:(?P<zero>0),(?P<zfrac>\d+)"
-    r"|(?<!\d,)(?<!\[)(?P<dint>[1-9]\d{0,2}),(?P<dfrac>\d{1,2}(?!\d)|\d{4,})(?!,\d|-[^\W\d_])"
+    r"|(?<!\d,)(?<!\[)(?P<dint>[1-9]\d{0,2}(?=,\d{4,})|[1-9]\d*(?=,\d{1,2}(?!\d))),(?P<dfrac>\d+)"
+    r"(?!,\d|-[^\W\d_])"
     r"|(?P<int>\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(?P<frac>\d+))?)(?!\d)"
 )
 # Russian text writes the decimal point as a comma and groups thousands with spaces ("12 500,5")
@@ -305,6 +335,35 @@ _ISOTOPE = re.compile(r"δ ?\d{1,2} ?(?:C|N|O|S|H|Sr|Nd|Pb|Fe|\u041e|\u0421)\b",
 # a signed digit after a unit word is its detached exponent ("m yr -1"), not a number
 _EXPONENT_AFTER_UNIT = re.compile(rf"(?<!\w)(?:{_PLAIN}|{_PREFIX}?{_PREFIXABLE}|{_CYR}) $")
 _SQUARE_AFTER_LENGTH = re.compile(r"(?<!\w)(?:k?m|cm|mm|dm|км|м|см|мм) $")
+
+
+#: number words that scale the number before them ("14.73 million km²", "2,5 тыс. т")
+_MULTIPLIERS = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "тыс": 1e3, "тысяч": 1e3, "тысячи": 1e3,
+                "млн": 1e6, "миллиона": 1e6, "миллионов": 1e6, "млрд": 1e9, "миллиарда": 1e9, "миллиардов": 1e9}
+_MULTIPLIER = re.compile(r" (thousand|million|billion|тыс\.|тысячи?|млн\.?|миллиона|миллионов|млрд\.?"
+                         r"|миллиарда|миллиардов)(?![^\W\d_])", re.I)
+_WORD_AFTER = re.compile(r" ?([^\W\d_][^\W\d]*)")
+#: words that follow a bare number without being its unit
+_NOT_UNITS = frozenset(
+    "a an the of in on at to for from by with and or as is are was were be been being that this these those "
+    "its it than then which who when where during over under per into onto about across between among within "
+    "nor but vs versus respectively each ago old bp cal ad bc ce "
+    "и или в во на до от из по с со к при для за между около чем а но".split())
+
+
+# what follows a unit symbol the grammar left unread when it heads a compound unit ("t year -1", "t/yr")
+_PER_FACTOR = re.compile(r" ?(?:/|per\b|[^\W\d_]+ ?\^?-\d)")
+
+
+def _unread_unit(prepared: str, end: int) -> str | None:
+    """The word in the unit position after a number the grammar read without a unit, if it may
+    be a unit ("12 sols", "5 furlongs"); function words and a following number are not."""
+    m = _WORD_AFTER.match(prepared, end)
+    if not m or m.group(1).casefold() in _NOT_UNITS:
+        return None
+    if _TOKEN.fullmatch(m.group(1)) and not _PER_FACTOR.match(prepared, m.end()):
+        return None  # a unit symbol that is also a letter or word ("5 pp", "3 d)"), left unread on purpose
+    return m.group(1)
 
 
 def _dates(prepared: str) -> list[Number]:
@@ -364,8 +423,17 @@ def _parse_cached(text: str) -> tuple[Number, ...]:
             scale = 10.0 ** exp
             value *= scale
             end = sci.end()
+        multiplier = _MULTIPLIER.match(prepared, end)
+        if multiplier:
+            factor = _MULTIPLIERS[multiplier.group(1).casefold().rstrip(".")]
+            scale *= factor
+            value *= factor
+            end = multiplier.end()
         plusminus = None
         unit, unit_end = _read_unit(prepared, end)
+        if unit == "s" and prepared[end:unit_end].strip() == "s" and not frac and 1600 <= abs(value) <= 2100 \
+                and value % 10 == 0:
+            unit, unit_end = None, end  # "the 1990 s" is a decade whose "s" PDF text cut off
         pm = _PM.match(prepared, unit_end if unit else end)
         if pm:
             pm_frac = pm.group("frac") or ""
@@ -375,6 +443,7 @@ def _parse_cached(text: str) -> tuple[Number, ...]:
             consumed_until = max(pm.end(), unit_end)
         start = m.start()
         final_end = max(unit_end if unit else end, consumed_until)
+        unread = None if unit else _unread_unit(prepared, final_end)
         consumed_until = final_end  # digits inside "yr^-1" or "× 10^3" are not numbers of their own
         lead = prepared[max(0, start - 20):start]
         approx = bool(_APPROX.search(lead))
@@ -385,7 +454,7 @@ def _parse_cached(text: str) -> tuple[Number, ...]:
             bound = _BOUND_SYMBOL.get(sym.lower(), sym)
         found.append(Number(value=value, decimals=len(frac), scale=scale, unit=unit, approx=approx,
                             bound=bound, plusminus=plusminus, start=m.start(),
-                            end=final_end))
+                            end=final_end, unread_unit=unread))
     # a range or pair shares its unit: "110–112°E", "between 1.2 and 3.4 m"
     out = sorted(found, key=lambda n: n.start)
     for k in range(len(out) - 2, -1, -1):
@@ -495,16 +564,48 @@ _OFFSET_UNITS = {"°C", "°F", "K"}
 def comparable(a: Number, b: Number) -> tuple[float, float, float] | None:
     """``(a_value, b_value, tolerance)`` in a's unit, or None if the units cannot be compared.
 
-    A number without a unit is read in the other's unit (a distractor "28" against "18%").
+    A number without a unit is read in the other's unit (a distractor "28" against "18%"), unless
+    a word the grammar does not know stands in its unit position ("12 sols" against "9 days"):
+    an unknown unit makes the pair incomparable, never different.
     """
+    if (a.unit is None and b.unit is not None and a.unread_unit) or (
+            b.unit is None and a.unit is not None and b.unread_unit):
+        return None
     if a.unit is None or b.unit is None or a.unit == b.unit:
         return a.value, b.value, max(a.tolerance, b.tolerance)
-    conv = _to_unit_factor(b.unit, a.unit)
+    conv = _temperature_factor(a, b) if {a.unit, b.unit} <= _OFFSET_UNITS else _to_unit_factor(b.unit, a.unit)
     if conv is None:
         return None
     factor, offset = conv
     bv = b.value * factor + offset
     return a.value, bv, max(a.tolerance, b.tolerance * abs(factor))
+
+
+#: (factor, offset) from the first unit to the second when both temperatures are differences
+_DIFFERENCE = {("K", "°C"): 1.0, ("°C", "K"): 1.0, ("°F", "°C"): 5 / 9, ("°C", "°F"): 1.8,
+               ("K", "°F"): 1.8, ("°F", "K"): 5 / 9}
+
+
+def _temperature_factor(a: Number, b: Number) -> tuple[float, float] | None:
+    """b's temperature in a's unit: an absolute temperature or a difference ("0.6 K" warmer is
+    "0,6 °C" warmer). A kelvin value of 150 or more is read as absolute and one below as a
+    difference (no air or sea temperature is below 150 K); °C against °F says neither, so it is
+    compared only when both readings give the same verdict, else not at all."""
+    assert a.unit is not None and b.unit is not None
+    absolute = _to_unit_factor(b.unit, a.unit)
+    difference = (_DIFFERENCE[(b.unit, a.unit)], 0.0)
+    kelvin = a if a.unit == "K" else b if b.unit == "K" else None
+    if kelvin is not None:
+        return absolute if abs(kelvin.value) >= 150 else difference
+    if absolute is None:
+        return None
+    readings = {_agrees_with(a, b, conv) for conv in (absolute, difference)}
+    return absolute if len(readings) == 1 else None
+
+
+def _agrees_with(a: Number, b: Number, conv: tuple[float, float]) -> bool:
+    bv = b.value * conv[0] + conv[1]
+    return abs(a.value - bv) < max(a.tolerance, b.tolerance * abs(conv[0]))
 
 
 def values_agree(a: Number, b: Number) -> bool | None:
@@ -529,6 +630,20 @@ def same_value(a: Number, b: Number) -> bool:
         return False
     av, bv, _ = cmp
     return math.isclose(av, bv, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def same_uncertainty(a: Number, b: Number) -> bool:
+    """Whether ``a`` and ``b`` state the same ``±`` (or none), after converting b's into a's unit:
+    ``20.0 ± 1.9 min`` and ``1200 ± 114 s``."""
+    if a.plusminus is None or b.plusminus is None:
+        return a.plusminus is None and b.plusminus is None
+    factor = 1.0
+    if a.unit is not None and b.unit is not None and a.unit != b.unit:
+        conv = _to_unit_factor(b.unit, a.unit)
+        if conv is None:
+            return False
+        factor = abs(conv[0])
+    return math.isclose(a.plusminus, b.plusminus * factor, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def numeric_within_tolerance(answer: str, option: str) -> bool | None:

@@ -10,6 +10,7 @@ import re
 
 from arcticqa.gates.direction import direction_terms
 from arcticqa.gates.numbers import Number, parse_numbers, prepare_text, same_value
+from arcticqa.gates.numwords import spelled_as_digits
 from arcticqa.gates.text import (
     contains_phrase,
     content_words,
@@ -84,7 +85,9 @@ def answer_leak(question: str, context: str, answer: str) -> Rejection | None:
 
     Checked: the answer text and its bracket variants as whole words (a direction answer named
     alongside its antonym, "increase or decrease", is a choice, not a leak), and every number of
-    the answer, compared by value after unit conversion ("0.5 m" leaks through "50 cm").
+    the answer, compared by value after unit conversion ("0.5 m" leaks through "50 cm", "8.4 Gg"
+    through "8400 tonnes", a "0,6 °C" rise through "0.6 K") and with numbers written in words
+    read as digits ("eight percentage points", "восемь процентов").
     """
     for where, text in (("question", question), ("question_context", context)):
         if not text:
@@ -99,16 +102,17 @@ def answer_leak(question: str, context: str, answer: str) -> Rejection | None:
                     continue
             return ANSWER_LEAK.reject(f"the answer {variant!r} appears in the {where}",
                                       field=where, variant=variant)
-        text_numbers = parse_numbers(text)
-        answer_numbers = parse_numbers(answer)
-        for number in answer_numbers:
-            if len(answer_numbers) > 1 and _is_year(number):
-                continue  # "1 September 2020" asked "in 2020": the year frames, the date answers
-            for other in text_numbers:
-                if same_value(number, other):
-                    return ANSWER_LEAK.reject(
-                        f"the answer's number {number.value:g} appears in the {where}",
-                        field=where, number=number.value, found=prepare_text(text)[other.start:other.end])
+        answer_numbers = parse_numbers(spelled_as_digits(answer))
+        # the text as written, then with its number words read as digits ("eight percentage points")
+        for form in dict.fromkeys((text, spelled_as_digits(text))):
+            for number in answer_numbers:
+                if len(answer_numbers) > 1 and _is_year(number):
+                    continue  # "1 September 2020" asked "in 2020": the year frames, the date answers
+                for other in parse_numbers(form):
+                    if same_value(number, other):
+                        return ANSWER_LEAK.reject(
+                            f"the answer's number {number.value:g} appears in the {where}",
+                            field=where, number=number.value, found=prepare_text(form)[other.start:other.end])
     return answer_derivable(question, context, answer)
 
 

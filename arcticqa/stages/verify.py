@@ -1,7 +1,8 @@
 """Verification: a deterministic answer matcher first, then the ``verifier`` role.
 
 The matcher compares the blind reconstruction with the gold answer (normalised text, numbers
-with unit conversion and stated precision, direction antonyms). It decides ``match`` or
+with unit conversion and stated precision, numbers written in words, direction antonyms, and
+non-answers such as "not stated in the evidence"). It decides ``match`` or
 ``mismatch`` when it can; only an ``undecided`` pair is left to the verifier's equivalence
 judgement, and that path is labelled ``model`` (lower confidence). The verifier also judges
 entailment, scope and claim type, context sufficiency and defensible alternatives.
@@ -13,9 +14,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from arcticqa.gates.abstain import abstention_rule
 from arcticqa.gates.direction import is_direction_reversal
 from arcticqa.gates.distractors import options_equivalent
 from arcticqa.gates.numbers import numeric_within_tolerance
+from arcticqa.gates.numwords import spelled_as_digits
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection, rule
 from arcticqa.stages.findings import ClaimType, Finding, Provenance, span_payload
@@ -83,7 +86,17 @@ class VerifyResult(StepResult):
 
 
 def match_answers(gold: str, reconstructed: str) -> MatchDecision:
-    """Deterministic matcher: ``match`` / ``mismatch`` when provable, else ``undecided``."""
+    """Deterministic matcher: ``match`` / ``mismatch`` when provable, else ``undecided``.
+
+    A reconstruction that gives no answer ("not stated in the evidence", "cannot be determined":
+    the abstention lexicon of :mod:`arcticqa.gates.abstain`) is a ``mismatch``; numbers written
+    in words are read as digits ("forty percent" is 40 %, "twenty-seven percent" 27 %).
+    """
+    if abstention_rule(reconstructed) is not None and abstention_rule(gold) is None:
+        return "mismatch"
+    if options_equivalent(gold, reconstructed):
+        return "match"
+    gold, reconstructed = spelled_as_digits(gold), spelled_as_digits(reconstructed)
     if options_equivalent(gold, reconstructed):
         return "match"
     if is_direction_reversal(gold, reconstructed) is True:

@@ -9,21 +9,9 @@ An undecided reply may be sent to the verifier role (``open_verifier``, prompt
 grades the reply with confidence ``low`` and cause ``open.verifier``; ``unclear`` leaves it
 undecided. Nothing the rules or the matcher decided is ever sent to it.
 
-Abstention rules (rule id: what it recognises), checked on the reply's first sentence:
-
-- ``open.abstain.dont_know``: "I don't know", "I do not know", "I'm not sure", "I am unsure";
-- ``open.abstain.cannot_determine``: "cannot be determined", "can't determine", "unable to
-  determine/answer", "cannot answer", "impossible to say/know";
-- ``open.abstain.no_information``: "not enough / insufficient information (or data)", "the context
-  does not (say/state/mention/provide/specify)", "no information";
-- ``open.abstain.explicit``: the reply is just "abstain", "I abstain", "unknown", "no answer", "N/A".
-
-The same four rules hold the common Russian forms (the v1 release has Russian items, and a model
-asked in Russian answers in Russian): "не знаю", "не уверен(а)", "затрудняюсь ответить";
-"невозможно / нельзя / не могу / не удаётся определить (сказать, ответить, установить)", "не может
-быть определено"; "недостаточно / нет информации (данных, сведений)", "в контексте / в тексте не
-указано (сказано, говорится, упоминается, приводится)", "информация отсутствует"; and the reply
-"воздерживаюсь", "неизвестно" or "нет ответа". A bare negation ("не изменился") is not one of them.
+Abstention rules: the lexicon of :mod:`arcticqa.gates.abstain` (rule ids ``open.abstain.dont_know``,
+``open.abstain.cannot_determine``, ``open.abstain.no_information``, ``open.abstain.explicit``;
+English and Russian), checked on the reply's first sentence.
 
 Matcher (decides ``correct`` only on positive evidence and ``wrong`` only on a contradiction it can
 prove, so an equivalent rewrite of the gold answer is never graded wrong):
@@ -33,9 +21,11 @@ prove, so an equivalent rewrite of the gold answer is never graded wrong):
 2. ``direction``: the reply states the opposite direction on an axis the gold answer uses
    (:mod:`arcticqa.gates.direction`) → wrong;
 3. ``numbers``: both sides carry the same count of numbers (unit-aware grammar,
-   :mod:`arcticqa.gates.numbers`): a comparable pair that disagrees beyond tolerance → wrong; every
-   pair the same value after unit conversion and every non-numeric content word of the gold answer
-   present → correct (a rounding of the gold value stays undecided);
+   :mod:`arcticqa.gates.numbers`, number words read as digits by :mod:`arcticqa.gates.numwords`;
+   a unit the grammar does not know makes a pair not comparable, so undecided): a comparable pair
+   that disagrees beyond tolerance → wrong; every pair the same value (and ``±``) after unit
+   conversion and every non-numeric content word of the gold answer present → correct (a rounding
+   of the gold value stays undecided);
 4. ``set``: the gold answer is a list ("a, b and c"); the reply names the same set, any order;
 5. ``contains``: a gold answer without numbers occurs as a phrase in the reply → correct.
 
@@ -52,9 +42,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from arcticqa.gates.abstain import ABSTENTION_RULES, abstention_rule
 from arcticqa.gates.direction import direction_terms, is_direction_reversal
-from arcticqa.gates.numbers import parse_numbers, prepare_text, same_value, values_agree
-from arcticqa.gates.text import contains_phrase, content_words, split_sentences
+from arcticqa.gates.numbers import parse_numbers, prepare_text, same_uncertainty, same_value, values_agree
+from arcticqa.gates.numwords import spelled_as_digits
+from arcticqa.gates.text import contains_phrase, content_words
 
 __all__ = ["Outcome", "OUTCOMES", "ABSTENTION_RULES", "Grade", "normalise", "abstention_rule", "match_answer",
            "grade_reply", "VERIFIER_ROLE", "VERIFIER_PROMPT", "VERIFIER_CAUSE", "VerifierVerdict", "grade_from_verdict"]
@@ -62,38 +54,10 @@ __all__ = ["Outcome", "OUTCOMES", "ABSTENTION_RULES", "Grade", "normalise", "abs
 Outcome = Literal["correct", "wrong", "abstained", "unparseable", "undecided", "no_answer"]
 OUTCOMES: tuple[str, ...] = ("correct", "wrong", "abstained", "unparseable", "undecided", "no_answer")
 
-_APOS = "['\u2019]"
-# Cyrillic words: \b works on them (str patterns are Unicode-aware); ё is also written е
-_RU_VERB = r"(?:определить|сказать|ответить|установить|оценить|судить)"
-_RU_NOT_STATED = r"(?:указан\w*|сказано|говорится|упоминается|упомянут\w*|приводится|приведен\w*|сообщается)"
-ABSTENTION_RULES: dict[str, re.Pattern[str]] = {
-    "open.abstain.dont_know": re.compile(
-        rf"\bi\s*(?:do\s+not|don{_APOS}?t)\s+know\b|\bi{_APOS}?m\s+not\s+sure\b|\bi\s+am\s+(?:not\s+sure|unsure)\b|"
-        r"\bне\s+знаю\b|\bне\s+уверен[аы]?\b|\bзатрудняюсь\s+(?:ответить|с\s+ответом)\b",
-        re.IGNORECASE),
-    "open.abstain.cannot_determine": re.compile(
-        rf"\b(?:cannot|can{_APOS}?t|can\s+not)\s+(?:be\s+)?(?:determined?|answer(?:ed)?|tell|say)\b|"
-        r"\bunable\s+to\s+(?:determine|answer|tell|say)\b|\bimpossible\s+to\s+(?:say|know|determine|tell)\b|"
-        rf"\b(?:невозможно|нельзя|не\s+могу|не\s+удается|не\s+удаётся|не\s+представляется\s+возможным)\s+"
-        rf"(?:точно\s+|однозначно\s+)?{_RU_VERB}\b|\bне\s+может\s+быть\s+(?:определен\w*|установлен\w*)",
-        re.IGNORECASE),
-    "open.abstain.no_information": re.compile(
-        r"\b(?:not\s+enough|insufficient|no)\s+(?:information|data|details)\b|"
-        rf"\b(?:context|text|passage)\s+(?:does\s+not|doesn{_APOS}?t)\s+(?:say|state|mention|provide|specify|"
-        r"contain|give|include)\b|"
-        r"\b(?:недостаточно|нет|не\s+хватает)\s+(?:информации|данных|сведений)\b|"
-        r"\b(?:информация|данные|сведения)\s+(?:об\s+этом\s+|по\s+этому\s+вопросу\s+)?отсутству\w*|"
-        rf"\bв\s+(?:контексте|тексте|отрывке)\s+(?:это\s+|об\s+этом\s+)?не\s+{_RU_NOT_STATED}",
-        re.IGNORECASE),
-    "open.abstain.explicit": re.compile(
-        r"^\W*(?:(?:i\s+)?(?:abstain|unknown|no\s+answer|n/?a)|(?:я\s+)?воздерживаюсь|неизвестно|нет\s+ответа)\W*$",
-        re.IGNORECASE),
-}
-
-_CYRILLIC_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[А-ЯЁ])")
 _ARTICLES = re.compile(r"\b(?:a|an|the)\b")
 _LEAD = re.compile(r"^\s*(?:(?:the\s+)?(?:short\s+|final\s+)?answer\s*(?:is|:)|it\s+(?:is|was))\s*", re.IGNORECASE)
 _LIST_SPLIT = re.compile(r"\s*(?:,|;|\band\b|&)\s*")
+_APOS = "['\u2019]"
 _NEGATION = re.compile(rf"\b(?:not|no|never|neither|nor|none|without|isn{_APOS}?t|wasn{_APOS}?t|aren{_APOS}?t)\b",
                        re.IGNORECASE)
 
@@ -116,18 +80,6 @@ def normalise(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
-def abstention_rule(reply: str) -> str | None:
-    """The id of the first abstention rule the reply's first sentence matches (None if none)."""
-    sentences = split_sentences(reply.strip()) or [reply.strip()]
-    # the shared splitter ends a sentence only before a Latin capital; a Russian reply's next
-    # sentence starts with a Cyrillic one
-    first = _CYRILLIC_SENTENCE_END.split(sentences[0], maxsplit=1)[0]
-    for rule, pattern in ABSTENTION_RULES.items():
-        if pattern.search(first):
-            return rule
-    return None
-
-
 def _as_set(text: str) -> frozenset[str] | None:
     parts = [normalise(p) for p in _LIST_SPLIT.split(text)]
     parts = [p for p in parts if p]
@@ -145,7 +97,7 @@ def _numbers_verdict(gold: str, reply: str) -> Outcome | None:
     if any(v is False for v in verdicts):
         return "wrong"
     if all(v is not None for v in verdicts) and all(
-            same_value(a, b) and (a.plusminus or 0.0) == (b.plusminus or 0.0) and a.bound == b.bound for a, b in zip(want, said, strict=True)):
+            same_value(a, b) and same_uncertainty(a, b) and a.bound == b.bound for a, b in zip(want, said, strict=True)):
         return "correct"
     return None
 
@@ -174,6 +126,8 @@ def match_answer(gold: str, reply: str) -> Grade:
     if said == want:
         return Grade("correct", "exact", "high")
     body = _LEAD.sub("", reply)
+    # numbers written in words ("twenty-seven percent") are read as digits
+    gold, body = spelled_as_digits(gold), spelled_as_digits(body)
     reversed_ = is_direction_reversal(gold, body)
     if reversed_:
         return Grade("wrong", "direction", "high")

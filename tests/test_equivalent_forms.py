@@ -1,0 +1,222 @@
+"""A true answer written another way is never proved false, never graded wrong and never a
+reconstruction mismatch; the same value written another way in the question is a leak.
+
+Equivalent forms: another unit pint converts into (km/m, min/s, Gg/t, kyr/years, °C/K as a
+difference), the decimal comma, numbers in words (English and Russian). The forms are drawn by a
+seeded generator (a few hundred per run, the same every run) and built from every v1 gold answer
+that holds a number; an unknown unit in the reply makes it undecided, never wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from arcticqa.evaluate.open.parse import grade_reply
+from arcticqa.gates import answer_leak, contradiction, parse_numbers
+from arcticqa.gates.numwords import spelled_as_digits
+from arcticqa.stages.verify import match_answers
+
+_EN_UNITS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen " \
+            "sixteen seventeen eighteen nineteen".split()
+_EN_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_RU_UNITS = "ноль один два три четыре пять шесть семь восемь девять десять одиннадцать двенадцать " \
+            "тринадцать четырнадцать пятнадцать шестнадцать семнадцать восемнадцать девятнадцать".split()
+_RU_TENS = "двадцать тридцать сорок пятьдесят шестьдесят семьдесят восемьдесят девяносто".split()
+_RU_HUNDREDS = "сто двести триста четыреста пятьсот шестьсот семьсот восемьсот девятьсот".split()
+
+
+def en_words(n: int) -> str:
+    """An integer below a million in English words ("one hundred and twenty-seven")."""
+    if n >= 1000:
+        rest = n % 1000
+        return f"{en_words(n // 1000)} thousand" + (f" {en_words(rest)}" if rest else "")
+    if n >= 100:
+        rest = n % 100
+        return f"{_EN_UNITS[n // 100]} hundred" + (f" and {en_words(rest)}" if rest else "")
+    if n >= 20:
+        return _EN_TENS[n // 10 - 2] + (f"-{_EN_UNITS[n % 10]}" if n % 10 else "")
+    return _EN_UNITS[n]
+
+
+def ru_words(n: int) -> str:
+    """An integer below a thousand in Russian words (nominative)."""
+    parts = []
+    if n >= 100:
+        parts.append(_RU_HUNDREDS[n // 100 - 1])
+        n %= 100
+    if n >= 20:
+        parts.append(_RU_TENS[n // 10 - 2])
+        n %= 10
+    if n or not parts:
+        parts.append(_RU_UNITS[n])
+    return " ".join(parts)
+
+
+#: unit -> (other unit as written, factor from the first into the second)
+CONVERSIONS = {
+    "m": [("km", "1e-3"), ("cm", "100"), ("metres", "1"), ("meters", "1")], "km": [("m", "1e3"), ("kilometres", "1")],
+    "min": [("s", "60"), ("minutes", "1")], "Gg": [("tonnes", "1e3"), ("t", "1e3"), ("Tg", "1e-3")],
+    "t": [("kg", "1e3"), ("tonnes", "1")], "kyr": [("years", "1e3"), ("ka", "1")], "%": [("percent", "1"), ("‰", "10")],
+    "°C": [("K", "1")], "mm": [("cm", "0.1")], "м": [("км", "1e-3"), ("см", "100")], "км": [("м", "1e3")],
+}
+# °C -> K only as a difference (below 150 K): an absolute temperature needs the offset
+_ONE = re.compile(r"^(?P<pre>\D*?)(?P<num>[-−]?\d+(?:[.,]\d+)?)(?P<sp> ?)(?P<unit>[^\d\s(),;]+)(?P<post>.*)$")
+
+
+def _convert(num: str, factor: str) -> str:
+    comma = "," in num
+    text = format((Decimal(num.replace(",", ".").replace("−", "-")) * Decimal(factor)).normalize(), "f")
+    return text.replace(".", ",") if comma else text
+
+
+def converted_forms(answer: str) -> list[str]:
+    """``answer`` with its one number written in another unit (and the decimal comma/point
+    swapped), where the grammar reads the unit."""
+    numbers = parse_numbers(answer)
+    m = _ONE.match(answer)
+    if len(numbers) != 1 or not m or "±" in answer or numbers[0].bound:
+        return []
+    unit = m.group("unit").rstrip(".")
+    out = []
+    squared = re.match(r"\s?(?:[23²³]|\^\d)(?!\d)", m.group("post")) or re.search(r"[²³]", unit)
+    for other, factor in [] if squared else CONVERSIONS.get(unit, []):
+        if other == "K" and abs(numbers[0].value) >= 150:
+            continue
+        value = _convert(m.group("num"), factor)
+        if re.fullmatch(r"\d+,\d{3}", value.lstrip("-")) and not re.search("[а-яё]", answer, re.I):
+            continue  # "6,068 cm" reads as six thousand outside Russian text: not the same value
+        out.append(f"{m.group('pre')}{value} {other}{m.group('post')}")
+    num = m.group("num")
+    if "," in num:
+        out.append(answer.replace(num, num.replace(",", "."), 1))
+    elif "." in num and not (re.search(r"\.\d{3}$", num) and not re.search("[а-яё]", answer, re.I)):
+        out.append(answer.replace(num, num.replace(".", ","), 1))  # "2,018" would read as thousands
+    return out
+
+
+def worded_forms(answer: str) -> list[str]:
+    """``answer`` with a whole number below a thousand written in English (and Russian) words."""
+    m = re.search(r"(?<![\w.,])(\d{1,3})(?![\d.,])", answer)
+    if not m or len(parse_numbers(answer)) != 1:
+        return []
+    n = int(m.group(1))
+    after = answer[m.end():]
+    after = f" {after}" if after[:1].isalnum() or after[:1] in "%‰°" else after
+    forms = [answer[:m.start()] + en_words(n) + after]
+    if re.search("[а-яё]", answer, re.I):
+        forms.append(answer[:m.start()] + ru_words(n) + after)
+    return forms
+
+
+def _random_answers(count: int) -> list[str]:
+    rng = random.Random(35)
+    answers = []
+    for _ in range(count):
+        unit = rng.choice(sorted(CONVERSIONS))
+        value = rng.choice([rng.randint(1, 999), round(rng.uniform(0.1, 99), rng.choice([1, 2]))])
+        text = str(value)
+        if rng.random() < 0.3 and "." in text:
+            text = text.replace(".", ",")  # the decimal comma
+        answers.append(f"{text} {unit}" if rng.random() < 0.8 else f"{text}{unit}")
+    return answers
+
+
+@pytest.mark.parametrize(("n", "en", "ru"), [(8, "eight", "восемь"), (27, "twenty-seven", "двадцать семь"),
+                                             (40, "forty", "сорок"), (127, "one hundred and twenty-seven",
+                                                                       "сто двадцать семь")])
+def test_number_words_read_as_digits(n: int, en: str, ru: str) -> None:
+    assert en_words(n) == en and ru_words(n) == ru
+    assert spelled_as_digits(f"{en} percent") == f"{n} percent"
+    assert spelled_as_digits(f"{ru} процентов") == f"{n} процентов"
+
+
+@pytest.mark.parametrize("text", ["one of the lakes", "the one with most ice", "two three", "a thousand",
+                                  "Cassiope", "no one knows"])
+def test_words_that_are_no_number_stay_words(text: str) -> None:
+    assert spelled_as_digits(text) == text
+
+
+def _check_equivalent(answer: str, form: str, failures: list[str]) -> None:
+    evidence = f"The measured value was {answer}."
+    for option, stated in ((form, answer), (answer, form)):
+        proof = contradiction(option, f"The measured value was {stated}.", stated, "numeric")
+        if proof is not None:
+            failures.append(f"{option!r} proved false against {stated!r}: {proof.rule}")
+    if grade_reply(answer, form).outcome == "wrong":
+        failures.append(f"open grader: {form!r} graded wrong for {answer!r}")
+    if match_answers(answer, form) == "mismatch":
+        failures.append(f"matcher: {form!r} a mismatch for {answer!r}")
+    del evidence
+
+
+def test_generated_equivalent_forms_are_never_false() -> None:
+    failures: list[str] = []
+    checked = 0
+    for answer in _random_answers(400):
+        for form in converted_forms(answer) + worded_forms(answer):
+            checked += 1
+            _check_equivalent(answer, form, failures)
+    assert checked > 600, checked
+    assert failures == []
+
+
+def test_generated_equivalent_forms_leak_through_the_question() -> None:
+    missed = []
+    for answer in _random_answers(200):
+        for form in converted_forms(answer) + worded_forms(answer):
+            if answer_leak("How large was the change in the monitored quantity?", f"It changed by {form}.",
+                           answer) is None:
+                missed.append((answer, form))
+    assert missed == []
+
+
+@pytest.mark.parametrize(("gold", "reply"), [
+    ("20.0 ± 1.9 min", "1200 ± 114 s"), ("192 metres", "0.192 km"), ("8.4 Gg", "8400 tonnes"),
+    ("30 kyr", "30000 years"), ("0,6 °C", "0.6 K"), ("27%", "twenty-seven percent"),
+    ("8 percentage points", "eight percentage points"),
+])
+def test_open_grader_converts_units_and_reads_words(gold: str, reply: str) -> None:
+    assert grade_reply(gold, reply).outcome == "correct"
+    assert match_answers(gold, reply) == "match"
+
+
+@pytest.mark.parametrize(("gold", "reply"), [
+    ("30 kyr", "30000 sols"), ("9 days", "12 fortnights and a bit"), ("5 m", "5 furlongs"), ("18%", "18 somethings"),
+])
+def test_an_unknown_unit_is_undecided_never_wrong(gold: str, reply: str) -> None:
+    assert grade_reply(gold, reply).outcome == "undecided"
+    assert match_answers(gold, reply) == "undecided"
+    assert contradiction(reply, f"The value was {gold}.", gold, "numeric") is None
+
+
+@pytest.mark.parametrize(("gold", "reply", "decision"), [
+    ("27%", "forty percent", "mismatch"), ("27%", "twenty-seven percent", "match"),
+    ("27%", "Not stated in the evidence.", "mismatch"), ("Cassiope", "Cannot be determined from the spans.", "mismatch"),
+    ("195 см", "В тексте не указано.", "mismatch"), ("Cassiope", "Cassiope", "match"),
+])
+def test_matcher_reads_words_and_non_answers(gold: str, reply: str, decision: str) -> None:
+    assert match_answers(gold, reply) == decision
+
+
+def _v1_numeric_golds(arcticqa_v1: Path) -> list[str]:
+    items = [json.loads(line) for line in (arcticqa_v1 / "items.jsonl").read_text(encoding="utf-8").splitlines()
+             if line.strip()]
+    return [str(item["gold_answer"]) for item in items if parse_numbers(str(item["gold_answer"]))]
+
+
+@pytest.mark.shared
+def test_no_equivalent_form_of_a_v1_answer_is_false(arcticqa_v1: Path) -> None:
+    failures: list[str] = []
+    checked = 0
+    for answer in _v1_numeric_golds(arcticqa_v1):
+        for form in converted_forms(answer) + worded_forms(answer):
+            checked += 1
+            _check_equivalent(answer, form, failures)
+    assert checked > 100, checked
+    assert failures == []
