@@ -52,7 +52,7 @@ SCOPE_DROPPED = rule("question.scope_dropped",
 LENGTH = rule("question.length", "the question or its context is outside the length bounds")
 RELATIVE_PERIOD = rule("question.relative_period",
                        "the question dates itself relative to the paper ('over the past 20 years') "
-                       "without stating the years")
+                       "without stating the years, or to the day of writing ('compared with last year')")
 DEMONSTRATIVE = rule("question.demonstrative",
                      "'this'/'these' points at a place or study object nothing in the question or "
                      "context names")
@@ -187,6 +187,13 @@ _RELATIVE_PERIOD = re.compile(
     r"(?: (?:few|several|\d+|two|three|four|five|six|seven|eight|nine|ten|twenty|thirty|forty|fifty|hundred))?"
     r" (?:years?|decades?|centur(?:y|ies)|millennia|millennium)\b"
     r"|\b(?:in|during|over) recent (?:years|decades|times|centuries)\b")
+# a period counted back from the day of writing ("compared with last year", "next winter", "в
+# прошлом году"): no year stated beside it says which year that was, so years do not excuse it;
+# "the last year of the record" and "the previous year" count from a stated time and pass
+_DEICTIC_PERIOD = re.compile(
+    r"(?<!\bthe )(?<!\bthat )\b(?:last|next) (?:year|winter|summer|spring|autumn|fall|season|month|decade|century)"
+    r"\b(?! of\b)|\bcompared (?:with|to) (?:this|the current) (?:year|season|decade)\b"
+    r"|\b(?:прошл|следующ|нынешн|текущ)\w* (?:год|сезон|зим|лет|десятилети)\w*")
 #: places and study objects a demonstrative may point at (plural forms are derived)
 _STUDY_NOUNS = ("archipelago", "island", "lake", "region", "fjord", "glacier", "basin", "catchment",
                 "river", "bay", "valley", "peninsula", "coast", "ice shelf", "ice cap", "watershed",
@@ -306,6 +313,10 @@ def _standalone_screen(question: str, context: str) -> Rejection | None:
     qnorm, cnorm = normalize(question), normalize(context)
     has_years = bool(_YEAR.search(question) or _YEAR.search(context))
     for where, norm in (("question", qnorm), ("question_context", cnorm)):
+        m = _DEICTIC_PERIOD.search(norm)
+        if m:
+            return RELATIVE_PERIOD.reject(f"the {where} says {m.group(0)!r}, a period counted from the day of "
+                                          "writing that no stated year fixes", field=where, phrase=m.group(0))
         m = _RELATIVE_PERIOD.search(norm)
         if m and not has_years:
             return RELATIVE_PERIOD.reject(f"the {where} says {m.group(0)!r} without stating the years",
