@@ -18,7 +18,6 @@ import pytest
 from typer.testing import CliRunner
 
 from arcticqa.cli import app
-from arcticqa.evidence import Document, Section, Span, sha256_text, span_id_for
 from arcticqa.geo.citations import cited_phrase
 from arcticqa.geo.coordinates import parse_coordinates
 from arcticqa.geo.gazetteer import load_gazetteer
@@ -33,6 +32,7 @@ from arcticqa.stages.eligibility import (
     find_sites,
     load_eligibility_policy,
 )
+from tests.document_factories import sectioned_document
 
 CIRCLE = 66.56
 FAR_NOTE = "far from the Arctic"
@@ -52,19 +52,6 @@ def _paper(abstract: str | None) -> PaperRecord:
     return PaperRecord(paperId="p1", title=None, abstract=abstract)
 
 
-def _document(sections: list[tuple[str, str]]) -> Document:
-    text, bounds = "", []
-    for kind, body in sections:
-        start = len(text)
-        text += body + "\n\n"
-        bounds.append((kind, start, start + len(body)))
-    sha = sha256_text(text)
-    return Document(
-        sha256=sha, pages=1, text=text,
-        sections=[Section(title=k, kind=k, start=a, end=b) for k, a, b in bounds],
-        spans=[Span(id=span_id_for(sha, a, b), section=k, page=1, start=a, end=b, text=text[a:b],
-                    sha256=sha256_text(text[a:b])) for k, a, b in bounds],
-    )
 
 
 def _points(text: str) -> list[tuple[Any, ...]]:
@@ -248,7 +235,7 @@ def test_the_coordinates_decide_not_the_landmarks_around_them(policy, template: 
 
 
 def test_palerme_like_sentence_is_eligible_and_the_coordinates_stay_the_site(policy) -> None:
-    doc = _document([("methods", "The ice edge is evaluated in the East Greenland Sea and the Barents Sea."),
+    doc = sectioned_document([("methods", "The ice edge is evaluated in the East Greenland Sea and the Barents Sea."),
                      ("results", PALERME_LIKE)])
     d = assess(_paper(None), doc, policy=policy)
     assert d.decision == "eligible", [(v.mention.name, v.verdict, v.reason) for v in d.sites]
@@ -287,7 +274,7 @@ def test_coordinates_beside_a_landmark_are_not_that_place(policy) -> None:
 
 
 def test_baseline_and_model_sites_respect_landmarks(policy) -> None:
-    doc = _document([("results", PALERME_LIKE)])
+    doc = sectioned_document([("results", PALERME_LIKE)])
     span = doc.spans[0]
     proposals = baseline_site_proposals({"spans": [{"id": span.id, "text": span.text}]})
     assert [p.name for p in proposals.sites] == []
@@ -328,7 +315,7 @@ def test_every_far_region_makes_a_paper_ineligible_naming_it(policy, gazetteer) 
 
 
 def test_high_mountain_asia_paper_is_ineligible(policy) -> None:
-    doc = _document([
+    doc = sectioned_document([
         ("abstract", "To understand simultaneous mass losses in the Himalayas and Hengduan Shan with slight "
                      "mass gains in the Karakoram and West Kunlun, we calculated mass-balance sensitivity."),
         ("methods", "In the HMA, the APHRODITE dataset was the most appropriate for precipitation."),
@@ -341,13 +328,13 @@ def test_high_mountain_asia_paper_is_ineligible(policy) -> None:
 
 
 def test_european_alps_paper_stays_ineligible(policy) -> None:
-    doc = _document([("study_area", "We define the European Alps as the region located between the "
+    doc = sectioned_document([("study_area", "We define the European Alps as the region located between the "
                                     "coordinates 44° to 48°N and 5° to 14°E.")])
     assert assess(_paper(None), doc, policy=policy).decision == "ineligible"
 
 
 def test_background_mention_of_a_far_region_keeps_an_arctic_paper_eligible(policy) -> None:
-    doc = _document([
+    doc = sectioned_document([
         ("introduction", "Glaciers are shrinking worldwide, from the Himalaya and the Alps to the Andes."),
         ("methods", "Snow pits were dug at Ny-Ålesund and in Adventdalen, Svalbard."),
         ("discussion", "Unlike glaciers of the Tibetan Plateau, Svalbard glaciers lose mass in every season."),
@@ -415,7 +402,7 @@ def test_a_kara_sea_point_south_of_the_circle_is_still_not_arctic(policy) -> Non
 
 
 def test_melsom_like_ice_edges_are_eligible(policy) -> None:
-    doc = _document([
+    doc = sectioned_document([
         ("methods", "Forecasts of the Arctic ice edge are compared with ice charts of the Barents Sea."),
         ("results", "In 2017 the ice edge lay near Franz Josef Land, in the southern Kara Sea, in the "
                     "southeastern Barents Sea and in Fram Strait."),
@@ -557,7 +544,7 @@ def test_no_gazetteer_place_with_a_plain_citation_is_cited(gazetteer, template: 
 
 
 def test_an_arctic_paper_citing_alpine_work_is_eligible(policy) -> None:
-    doc = _document([
+    doc = sectioned_document([
         ("methods", "Ice thickness was surveyed on Blåmannsisen and Langfjordjøkulen. The melt model was "
                     "calibrated as in the European Alps (Huss, 2011)."),
         ("results", "Thinning is faster than in the Swiss Alps [8]."),
@@ -571,7 +558,7 @@ def test_an_arctic_paper_citing_alpine_work_is_eligible(policy) -> None:
 
 def test_a_place_named_plainly_elsewhere_still_votes(policy) -> None:
     """A cited mention hides only itself: a paper that also samples the Alps stays mixed."""
-    doc = _document([
+    doc = sectioned_document([
         ("methods", "Ice thickness was surveyed on Blåmannsisen and in the European Alps. The melt model "
                     "was calibrated as in the European Alps (Huss, 2011)."),
     ])
@@ -580,7 +567,7 @@ def test_a_place_named_plainly_elsewhere_still_votes(policy) -> None:
 
 
 def test_an_alpine_paper_citing_arctic_work_stays_ineligible(policy) -> None:
-    doc = _document([
+    doc = sectioned_document([
         ("study_area", "The study area is Findelengletscher in the Swiss Alps (46.0°N, 7.87°E)."),
         ("results", "Runoff peaks earlier than in Svalbard (Nuth et al., 2010), similar to findings in "
                     "Alaska [14]."),
@@ -614,15 +601,15 @@ def test_cited_mentions_never_make_a_mixed_or_non_arctic_paper_eligible(policy) 
     for _ in range(150):
         quoted = " ".join(rng.choice(frames).format(p=rng.choice(arctic + south)) for _ in range(rng.randint(1, 4)))
         a, s = rng.choice(arctic), rng.choice(south)
-        mixed = _document([("methods", f"Samples were taken at {a} and in {s}. {quoted}")])
+        mixed = sectioned_document([("methods", f"Samples were taken at {a} and in {s}. {quoted}")])
         d = assess(_paper(None), mixed, policy=policy)
         assert d.decision == "needs_review" and d.rule_ids == ["eligibility.mixed_sites"], (mixed.text, d.rule_ids)
-        southern = _document([("methods", f"Samples were taken in {s}. {quoted}")])
+        southern = sectioned_document([("methods", f"Samples were taken in {s}. {quoted}")])
         assert assess(_paper(None), southern, policy=policy).decision == "ineligible", southern.text
 
 
 def test_baseline_and_model_sites_respect_cited_places(policy) -> None:
-    doc = _document([("methods", "The model was calibrated as in the European Alps (Huss, 2011) and run "
+    doc = sectioned_document([("methods", "The model was calibrated as in the European Alps (Huss, 2011) and run "
                                  "for Blåmannsisen.")])
     span = doc.spans[0]
     proposals = baseline_site_proposals({"spans": [{"id": span.id, "text": span.text}]})
@@ -663,7 +650,7 @@ def test_norwegian_glaciers_lie_in_mainland_norway(gazetteer) -> None:
 
 
 def test_a_norway_wide_glacier_study_is_mixed(policy) -> None:
-    doc = _document([
+    doc = sectioned_document([
         ("abstract", "We estimate the ice volume of all glaciers of mainland Norway from radar data and a model."),
         ("methods", "Radar surveys covered the ice caps Jostedalsbreen, Folgefonna and Hardangerjøkulen in the "
                     "south and Svartisen, Blåmannsisen and Langfjordjøkelen in the north. Volume-area scaling "

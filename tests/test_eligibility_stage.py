@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from arcticqa.errors import InputError
-from arcticqa.evidence import Document, Section, Span, sha256_text, span_id_for
 from arcticqa.llm.types import RoleReply
 from arcticqa.papers import PaperRecord
 from arcticqa.rules import all_rules
@@ -28,6 +27,7 @@ from arcticqa.stages.eligibility import (
     load_eligibility_policy,
     site_extractor_variables,
 )
+from tests.document_factories import sectioned_document
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -36,21 +36,6 @@ def _paper(abstract: str | None, title: str | None = None) -> PaperRecord:
     return PaperRecord(paperId="p1", title=title, abstract=abstract)
 
 
-def _document(sections: list[tuple[str, str]]) -> Document:
-    """A document whose sections are each one span (kind, text)."""
-    text = ""
-    bounds = []
-    for kind, body in sections:
-        start = len(text)
-        text += body + "\n\n"
-        bounds.append((kind, start, start + len(body)))
-    sha = sha256_text(text)
-    return Document(
-        sha256=sha, pages=1, text=text,
-        sections=[Section(title=k, kind=k, start=a, end=b) for k, a, b in bounds],
-        spans=[Span(id=span_id_for(sha, a, b), section=k, page=1, start=a, end=b, text=text[a:b],
-                    sha256=sha256_text(text[a:b])) for k, a, b in bounds],
-    )
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +138,7 @@ def test_coordinates_next_to_a_place_are_that_place(policy) -> None:
 
 
 def test_background_sections_do_not_decide_but_are_listed(policy) -> None:
-    doc = _document([
+    doc = sectioned_document([
         ("introduction", "Earlier work near Uppsala (59.86°N, 17.64°E) and at McMurdo Station motivated us."),
         ("study_area", "The study site is Zackenberg in Northeast Greenland (74.47°N, 20.57°W)."),
         ("references", "Smith (2001) Sea ice off Reykjavík. J. Glaciol."),
@@ -172,7 +157,7 @@ def test_background_sections_do_not_decide_but_are_listed(policy) -> None:
 
 
 def test_only_background_sites_need_review(policy) -> None:
-    doc = _document([("introduction", "Svalbard glaciers are retreating."),
+    doc = sectioned_document([("introduction", "Svalbard glaciers are retreating."),
                      ("methods", "We analysed satellite altimetry records.")])
     d = assess(_paper(None), doc, policy=policy)
     assert d.decision == "needs_review" and d.rule_ids == ["eligibility.no_site_found"]
@@ -204,7 +189,7 @@ class _FakeRole:
 
 
 def test_llm_sites_are_checked_against_their_spans(policy) -> None:
-    doc = _document([
+    doc = sectioned_document([
         ("abstract", "We studied thaw ponds."),
         ("study_area", "Ponds near the Trail Valley Creek station and a lake at 68°45′N, 133°30′W were sampled."),
         ("methods", "Water samples were filtered."),
@@ -248,7 +233,7 @@ def test_llm_site_without_location_is_listed_not_decisive(policy) -> None:
 
 
 def test_baseline_proposals_cite_real_spans(policy) -> None:
-    doc = _document([("study_area", "Moorings in Fram Strait and at HAUSGARTEN."), ("methods", "No places.")])
+    doc = sectioned_document([("study_area", "Moorings in Fram Strait and at HAUSGARTEN."), ("methods", "No places.")])
     variables = site_extractor_variables(doc, _paper(None), policy)
     reply = baseline_site_proposals(variables)
     assert [(s.name, s.span_id) for s in reply.sites] == [("Fram Strait", doc.spans[0].id),
@@ -265,7 +250,7 @@ def test_prompt_file_renders_with_the_stage_variables(policy) -> None:
     raw = (REPO / "prompts" / "site_extractor" / "v1.md").read_text(encoding="utf-8")
     assert "=== system ===" in raw and "=== user ===" in raw
     user = raw.split("=== user ===", 1)[1]
-    doc = _document([("study_area", "Moorings in Fram Strait.")])
+    doc = sectioned_document([("study_area", "Moorings in Fram Strait.")])
     rendered = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(user).render(
         **site_extractor_variables(doc, _paper(None, title="Moorings"), policy))
     assert doc.spans[0].id in rendered and "Moorings in Fram Strait." in rendered
