@@ -391,10 +391,17 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
         last = previous[1][-1]
         return previous[1] if abs(last.size - body) < 0.5 else None  # body text, not an affiliation
 
-    def release() -> None:
+    def release(typical_width: float) -> None:
+        """The held blocks, classified as any other block (the next held block follows each)."""
         nonlocal column_break
-        for block in held:
-            out.flow.append(("heading" if _is_heading(block, body) else "para", list(block.lines)))
+        for index, block in enumerate(held):
+            following = held[index + 1] if index + 1 < len(held) else None
+            if _heads(block, following, body):
+                out.flow.append(("heading", list(block.lines)))
+            elif _is_float_text(block, typical_width):
+                out.tables.append(block.lines)
+            else:
+                out.flow.append(("para", list(block.lines)))
         held.clear()
         column_break = False
 
@@ -422,9 +429,7 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
             if id(block) in footnotes or NON_EVIDENCE_LINE.match(first):
                 out.footnotes.append(block.lines)
                 continue
-            following = blocks[index + 1] if index + 1 < len(blocks) else None
-            heading = (_is_heading(block, body) and not _runs_on(block, following)
-                       and _heads_text(block, following))
+            heading = _heads(block, blocks[index + 1] if index + 1 < len(blocks) else None, body)
             if not heading and _is_float_text(block, typical_width):
                 out.tables.append(block.lines)
                 continue
@@ -436,7 +441,7 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
                 held.append(block)  # set apart from the open sentence (size or face): place it after
                 continue
             if heading:
-                release()
+                release(typical_width)
                 out.flow.append(("heading", block.lines))
                 column_break = False
                 continue
@@ -447,10 +452,10 @@ def _elements(pages: list[list[Line]], widths: list[float], heights: list[float]
             if continues and previous is not None:
                 previous[1].extend(block.lines)
             else:
-                release()
+                release(typical_width)
                 out.flow.append(("para", list(block.lines)))
             column_break = False
-        release()
+        release(typical_width)
     return out
 
 
@@ -486,6 +491,11 @@ def _opens_caption(line: Line) -> bool:
     label = _CAPTION_LABEL.match(line.text)
     # the styled lead is counted without the spaces between its runs
     return label is not None and not line.bold and line.styled_lead >= len("".join(label.group(0).split()))
+
+
+def _heads(block: Block, following: Block | None, body: float) -> bool:
+    """Whether ``block`` opens a section, given the block that follows it on the page."""
+    return _is_heading(block, body) and not _runs_on(block, following) and _heads_text(block, following)
 
 
 def _heads_text(block: Block, following: Block | None) -> bool:
