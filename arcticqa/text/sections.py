@@ -180,6 +180,7 @@ _OPEN_END = re.compile(r"\b(?:the|a|an|of|and|or|to|in|on|at|by|for|with|from|is
 #: ... and has a word of three letters or more (not "2 NO NM", an equation's indices)
 _TITLE_WORD = re.compile(r"[^\W\d_]{3,}")
 #: "12. Kim, B.-M. et al. Weakening of …": a numbered reference entry, year or not on its first line
+_ENUMERATOR = re.compile(r"^\(?\w{1,3}\)\s")  # "1) Comparison", "(a) Sites"
 _REF_AUTHOR_LIST = re.compile(rf"^(?:\d{{1,3}}\.\s+)?{_SURNAME},\s+{_INITIALS}[,\s(&]"
                               rf"|^\d{{1,3}}\.\s+{_SURNAME}\s+[A-Z]{{1,3}},\s")  # Vancouver: "48. Goodfellow I, …"
 
@@ -195,9 +196,12 @@ def figures_in(title: str) -> int:
 
 def cannot_be_heading(text: str) -> bool:
     """Whether a line's words rule it out as a heading whatever its style: it ends on a word that
-    needs another (a list item or a sentence wrapped onto the next line), has no word of three
-    letters, or opens like a reference entry."""
+    needs another (a list item or a sentence wrapped onto the next line), leaves a bracket open or
+    closes one it did not open, has no word of three letters, or opens like a reference entry."""
     text = heading_words(text)
+    body = _ENUMERATOR.sub("", text)
+    if body.count("(") != body.count(")") or body.count("[") != body.count("]"):
+        return True  # a fragment: a whole heading closes what it opens ("1997 [43]) PhyDNet …")
     return bool(_OPEN_END.search(text) or not _TITLE_WORD.search(text) or _REF_BRACKET.match(text)
                 or _REF_AUTHOR_LIST.match(text) or looks_like_reference(text))
 
