@@ -5,6 +5,10 @@ spans (the spans that support the gold answer), not anywhere in the paper:
 
 * ``numeric_outside_tolerance``: the evidence states the answer's value (within its precision or
   ``±``), and the option's value lies outside that tolerance after unit conversion;
+* ``bound_excludes_answer``: the option is a bound or a range ("less than 5 days", "от 10 до 12
+  дней") that the answer's value lies outside of by more than the tolerance, the evidence states
+  the answer's value(s), and no other value the evidence states could satisfy it. A bound or
+  range that holds for the answer is never proved false by any rule;
 * ``direction_reversal``: the option reverses the answer's direction on the same axis (antonym
   table in :mod:`arcticqa.gates.direction`), the evidence states the answer's direction and
   never the option's;
@@ -22,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from arcticqa.gates.bounds import bound_verdict, interval_verdict, point, read_interval, same_quantity
 from arcticqa.gates.direction import direction_terms, terms_reverse
 from arcticqa.gates.numbers import Number, comparable, parse_numbers, prepare_text, values_agree
 from arcticqa.gates.numwords import spelled_as_digits
@@ -30,7 +35,7 @@ from arcticqa.gates.text import contains_phrase, split_sentences, strip_parenthe
 __all__ = ["Contradiction", "ContradictionRule", "contradiction", "evidence_supports_value",
            "closed_set_sentence", "set_members", "set_counts"]
 
-ContradictionRule = Literal["numeric_outside_tolerance", "direction_reversal", "closed_set"]
+ContradictionRule = Literal["numeric_outside_tolerance", "bound_excludes_answer", "direction_reversal", "closed_set"]
 
 
 class Contradiction(BaseModel):
@@ -146,6 +151,35 @@ def _numeric(option: str, evidence_text: str, answer: str) -> Contradiction | No
     return None
 
 
+def _bound(option: str, evidence_text: str, answer: str) -> Contradiction | None:
+    gold, claim = read_interval(answer), read_interval(option)
+    if gold is None or claim is None or claim.is_point or gold.words != claim.words:
+        return None
+    if interval_verdict(gold, claim) is not False:
+        return None
+    stated = [n for n in (gold.low, gold.high) if n is not None]
+    sources: list[Number] = []
+    for value in dict.fromkeys(stated):
+        source = next((s for s in parse_numbers(evidence_text)
+                       if values_agree(value, s) is True and (s.unit is not None or value.unit is None)), None)
+        if source is None:
+            return None  # the evidence must state the answer's value
+        sources.append(source)
+    ends = [n for n in (claim.low, claim.high) if n is not None]
+    for number in parse_numbers(evidence_text):
+        if any(values_agree(number, v) is True for v in stated):
+            continue
+        if number.unit is None and any(e.unit is not None for e in ends):
+            continue  # a bare number (a station id, a year) is no quantity of the option's kind
+        if any(comparable(number, e) is not None for e in ends) and interval_verdict(point(number), claim) is not False:
+            return None  # another stated value may satisfy the option
+    first = sources[0]
+    return Contradiction(rule="bound_excludes_answer", evidence=_sentence_at(evidence_text, first.start),
+                         detail={"source_value": evidence_text[first.start:first.end], "option": option,
+                                 "low": claim.low.value if claim.low else None,
+                                 "high": claim.high.value if claim.high else None})
+
+
 def _direction(option: str, evidence_text: str, answer: str) -> Contradiction | None:
     answer_terms = direction_terms(answer)
     if not answer_terms and parse_numbers(answer):
@@ -222,6 +256,13 @@ def contradiction(option: str, evidence_text: str, answer: str, answer_type: str
     # as written ("one of the lakes" is no quantity)
     option, answer = spelled_as_digits(option), spelled_as_digits(answer)
     evidence_text = prepare_text(evidence_text)  # number offsets index into this form
+    if same_quantity(answer, option):
+        # a bound or range about the answer's quantity is decided by arithmetic alone: one that
+        # holds ("less than 18 days" for 9 days) is never false, and its bound words ("more",
+        # "less") are no direction to reverse
+        if bound_verdict(answer, option) is True:
+            return None
+        return _bound(option, evidence_text, answer) or _numeric(option, evidence_text, answer)
     found = _numeric(option, evidence_text, answer) or _direction(option, evidence_text, answer)
     if found is None and answer_type in ("entity", "category", "set", "other"):
         found = _closed_set(option, evidence_text, answer)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from arcticqa.gates.bounds import bound_verdict
 from arcticqa.gates.contradiction import set_counts
 from arcticqa.gates.direction import direction_terms, is_direction_reversal
 from arcticqa.gates.numbers import comparable, numeric_within_tolerance, parse_numbers, values_agree
@@ -26,6 +27,7 @@ __all__ = [
     "DUPLICATE",
     "EQUALS_ANSWER",
     "WITHIN_TOLERANCE",
+    "TRUE_FOR_ANSWER",
     "ALL_NONE_OF_ABOVE",
     "NEGATION_ONLY",
     "COMPOUND",
@@ -41,6 +43,8 @@ DUPLICATE = rule("distractor.duplicate", "the option duplicates an earlier optio
 EQUALS_ANSWER = rule("distractor.equals_answer", "the option is the answer or a variant of it")
 WITHIN_TOLERANCE = rule("distractor.within_tolerance",
                         "the option's value is within the stated precision of the answer")
+TRUE_FOR_ANSWER = rule("distractor.true_for_answer",
+                       "the option is a bound or range the answer satisfies: a second correct option")
 ALL_NONE_OF_ABOVE = rule("distractor.all_none_of_above", "the option is 'all/none of the above'")
 NEGATION_ONLY = rule("distractor.negation_only", "the option only negates the answer")
 COMPOUND = rule("distractor.compound", "the option joins several claims (and/or/but/;)")
@@ -146,6 +150,8 @@ def check_distractor(answer: str, option: str, earlier: Sequence[str] = (), *,
         return ALL_NONE_OF_ABOVE.reject(option=option)
     if options_equivalent(answer, option):
         return EQUALS_ANSWER.reject(option=option, answer=answer)
+    if bound_verdict(answer, option) is True:
+        return TRUE_FOR_ANSWER.reject(option=option, answer=answer)
     reversed_direction = is_direction_reversal(answer, option) is True or bool(
         question and not direction_terms(answer) and is_direction_reversal(question, option) is True)
     if (not reversed_direction and numeric_within_tolerance(answer, option) is True

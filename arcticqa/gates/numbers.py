@@ -263,9 +263,11 @@ def _read_unit(text: str, pos: int) -> tuple[str | None, int]:
         base, exp = found[0]
         raw = re.sub(r"\^?[-+]?\d$", "", text[j:end].split(" ")[0])
         ambiguous = known and raw in _AMBIGUOUS_ALONE
-        # "1.0 t" at the end of a phrase is a tonne; "5 t of ice" too; "2 h after" is left unread
+        # "1.0 t" at the end of a phrase is a tonne; "5 t of ice" and "5 t or more" too; "2 h after"
+        # is left unread
         if ambiguous and not denominator and exp == 1 and not (
-                raw in _UNIT_AT_PHRASE_END and re.match(r"\s*(?:$|[.,;:)\]]|of\b)", text[end:])):
+                raw in _UNIT_AT_PHRASE_END and re.match(r"\s*(?:$|[.,;:)\]]|of\b|or (?:more|less)\b|или (?:более|менее))",
+                                                      text[end:])):
             break
         if not known and not parts and not denominator and exp == 1 and not re.match(r" ?/", text[end:]):
             break
@@ -311,10 +313,13 @@ _PM = re.compile(r"\s?(?:±|\+/-|\+-|\+/−)\s?(?P<int>\d+)(?:\.(?P<frac>\d+))?"
 _APPROX = re.compile(r"(?:~|≈|∼|\b(?:about|approximately|approx\.|around|ca\.|c\.|circa|roughly|nearly|almost|some))\s*$",
                      re.I)
 _BOUND = re.compile(r"(?P<sym>[<>≤≥]|\b(?:up to|more than|less than|at least|at most|over|under|above|below|"
-                    r"exceeding|greater than|fewer than|lower than|higher than))\s*$", re.I)
+                    r"exceeding|greater than|fewer than|lower than|higher than)"
+                    r"|(?<![^\W\d_])(?:не (?:более|менее|больше|меньше)|более|менее|свыше))\s*$", re.I)
 _BOUND_SYMBOL = {"up to": "≤", "at most": "≤", "less than": "<", "under": "<", "below": "<",
                  "fewer than": "<", "lower than": "<", "more than": ">", "over": ">", "above": ">",
-                 "exceeding": ">", "greater than": ">", "higher than": ">", "at least": "≥"}
+                 "exceeding": ">", "greater than": ">", "higher than": ">", "at least": "≥",
+                 "не более": "≤", "не больше": "≤", "не менее": "≥", "не меньше": "≥", "более": ">",
+                 "менее": "<", "свыше": ">"}
 _RANGE_JOIN = re.compile(r"^\s*(?:-|–|—|to|and|or|,)\s*$")
 
 
