@@ -13,7 +13,13 @@ import pytest
 
 from arcticqa.text.clean import normalise_line
 from arcticqa.text.extract import extract_pdf_bytes
-from arcticqa.text.sections import _REF_AUTHOR_LIST, cannot_be_heading, classify_heading, figures_in
+from arcticqa.text.sections import (
+    _REF_AUTHOR_LIST,
+    cannot_be_heading,
+    classify_heading,
+    figures_in,
+    looks_like_reference,
+)
 from arcticqa.text.spacing import PaperWords
 from arcticqa.text.spans import sentence_bounds
 
@@ -136,3 +142,23 @@ def test_a_word_set_tight_is_never_split() -> None:
     document = extract_pdf_bytes(data)
     assert "Understanding" in document.text and "Under standing" not in document.text
     assert "notwithstanding" in document.text
+
+
+def test_a_numbered_paragraph_of_prose_is_not_a_reference_entry() -> None:
+
+
+    paragraph = ("[2] Glaciers have retreated in most mountain ranges since the end of the Little Ice Age "
+                 "[Smith et al., 2006]. Their loss raises sea level and changes the runoff of rivers that "
+                 "people depend on. The volume of ice that remains is therefore of wide interest, and it is "
+                 "usually estimated from glacier area with a scaling relation [Bahr et al., 1997]. Here we "
+                 "examine how well that relation holds when glaciers are out of balance with climate.")
+    assert len(paragraph) > 400
+    assert not looks_like_reference(paragraph)
+    for entry in ("[12] A. Surname and B. Other, \u201cSea ice in the Fram Strait,\u201d J. Geophys. Res., "
+                  "vol. 3, pp. 1\u20132, 2019.",
+                  "[3] Surname, A. (2010), A long title about the ice. Glaciers were measured. They shrank. "
+                  "Their volume fell by a third, which we describe at length in this entry for the test, and "
+                  "it goes on, and on, and on, for more than four hundred characters of text in all, so "
+                  "that only the author's name tells it is an entry of a reference list.",
+                  "[7] Smith J, Jones K. Title of the work. Journal 2019;3:1-2."):
+        assert looks_like_reference(entry), entry

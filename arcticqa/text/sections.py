@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from arcticqa.text.spans import sentence_bounds
+
 __all__ = [
     "EVIDENCE_KINDS",
     "NON_EVIDENCE_KINDS",
@@ -209,8 +211,11 @@ def cannot_be_heading(text: str) -> bool:
 def looks_like_reference(text: str) -> bool:
     """Whether a paragraph has the shape of a reference-list entry: ``[n]`` with a year or an
     author, or an author (``Surname, I.`` / ``I. Surname``, optionally numbered ``n.``) with a year
-    near the start. A body sentence has neither shape."""
+    near the start. A body sentence has neither shape, and a paragraph of several sentences
+    numbered ``[n]`` (AGU's numbered paragraphs, citing ``[Hansen et al., 2006]``) is prose."""
     head = text[:300]
     if _REF_BRACKET.match(head):
+        if len(text) > 400 and len(sentence_bounds(text)) >= 3 and not _AUTHOR_ANYWHERE.search(head[:80]):
+            return False
         return bool(_YEAR.search(head) or _AUTHOR_ANYWHERE.search(head[:80]))
     return bool(_REF_AUTHOR.match(head) and _YEAR.search(head[:150]))
