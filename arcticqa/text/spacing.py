@@ -26,6 +26,7 @@ __all__ = ["PaperWords", "long_runs", "suspect_pages", "respace_page"]
 _LETTERS = re.compile(r"[^\W\d_]+", re.UNICODE)
 #: addresses, identifiers and file names run without spaces by nature
 _NOT_PROSE = re.compile(r"@|://|www\.|\bdoi\b|10\.\d{4}|\w\.\w+/|[#_?=]", re.IGNORECASE)
+_JOINERS = re.compile(r"[-/‐–]")
 _PUNCTUATION_GLUE = re.compile(r"[^\W\d_]{2}[,;][^\W\d_]{2}")
 _FUNCTION_WORDS = frozenset("an and as at by et al for from in is it of on or that the to we with".split())
 # a word holding fewer than two of them cannot split into two: checked before any counting
@@ -119,8 +120,11 @@ def _suspect(run: str, vocabulary: PaperWords) -> bool:
     if _NOT_PROSE.search(run):
         return False
     letters = _LETTERS.findall(run)
-    if len(run) >= _LONG_RUN and sum(map(len, letters)) >= 0.7 * len(run):
-        return True  # a line's worth of letters with no space: no word of prose is that long
+    # a line's worth of letters with no space: no word of prose is that long; measured between
+    # hyphens and slashes, which join words on purpose (Attribution-NonCommercial-NoDerivs, paths)
+    if any(len(piece) >= _LONG_RUN and sum(map(len, _LETTERS.findall(piece))) >= 0.7 * len(piece)
+           for piece in _JOINERS.split(run)):
+        return True
     if _PUNCTUATION_GLUE.search(run):
         return True  # "theIce,Cloud,and": prose puts a space after a comma between words
     return any(vocabulary.glued(word.lower()) for word in letters)
