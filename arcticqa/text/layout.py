@@ -394,7 +394,7 @@ def reading_order(lines: list[Line], page_width: float, depth: int = 0) -> list[
             # title and abstract over two of three columns hide the gutter between those two)
             wide = max(ln.x1 for ln in col) - min(ln.x0 for ln in col) >= 0.55 * page_width
             inner = reading_order(col, page_width, depth + 1) if wide and depth < _MAX_DEPTH else [col]
-            columns.extend(_column_order(c) for c in inner) if len(inner) > 1 else columns.append(_column_order(col))
+            columns.extend(_column_order(c) for c in inner)
     return columns
 
 
