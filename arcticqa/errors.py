@@ -29,7 +29,8 @@ real base class, and that every public exception class of ``arcticqa`` is define
         └── FailureThresholdExceeded
 
 Module-private control-flow signals (``_Retry``, ``_Outcome`` in ``text/fetch.py``, ``_Reject`` in
-``geo/coordinates.py``) never leave their module and stay there.
+``geo/coordinates.py``, ``_Unreadable`` in ``standins/passthrough.py``) never leave their module
+and stay there.
 """
 
 from __future__ import annotations

@@ -20,13 +20,15 @@ __all__ = ["Reply", "Fault", "Drop", "Hang", "Response", "Responder", "RecordedR
 
 @dataclass
 class Reply:
-    """A normal completion. ``content`` is sent as the assistant message text."""
+    """A normal completion. ``content`` is sent as the assistant message text, or, when
+    ``tool_call`` names a function, as that call's arguments (instructor's tools mode)."""
 
     content: str | None
     finish_reason: str = "stop"
     prompt_tokens: int = 20
     completion_tokens: int = 5
     refusal: str | None = None
+    tool_call: str | None = None
 
 
 @dataclass
@@ -110,6 +112,10 @@ def by_role(scripts: Mapping[str, Callable[[dict[str, Any]], Response] | Respons
 def chat_completion(number: int, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     """The chat.completion object for ``reply``, the ``number``-th the server produced."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_call is not None:
+        message = {"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_fake_{number}", "type": "function",
+            "function": {"name": reply.tool_call, "arguments": reply.content or ""}}]}
     if reply.refusal is not None:
         message["refusal"] = reply.refusal
     return {

@@ -143,8 +143,10 @@ class FakeOpenAIServer(FilesAndBatches):
 
     def __init__(self, responder: Responder, *, latency: float = 0.0, host: str = "127.0.0.1",
                  port: int = 0, max_concurrency: int | None = None, batch_latency: float = 0.0,
-                 batch_fate: BatchFate | None = None) -> None:
+                 batch_fate: BatchFate | None = None, keep_requests: bool = True) -> None:
         self.responder = responder
+        #: False for a long-lived server (``arcticqa standin``): requests are not kept for assertions
+        self.keep_requests = keep_requests
         self.latency = latency
         #: at most this many completions are in progress (latency included); None: no cap
         self.max_concurrency = max_concurrency
@@ -170,6 +172,8 @@ class FakeOpenAIServer(FilesAndBatches):
         return f"http://127.0.0.1:{self.port}/v1"
 
     def _record(self, request: RecordedRequest) -> None:
+        if not self.keep_requests:
+            return
         with self._lock:
             self.requests.append(request)
 
