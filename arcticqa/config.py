@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args, get_origin
+from typing import Any, ClassVar, Literal, Self, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -128,6 +128,16 @@ class ModelConfig(_Section):
     backoff_max_s: float = 60.0
     #: instructor validation re-asks after the first answer (build roles only; the evaluator never re-asks)
     max_reasks: int = 1
+    #: times a refused answer (``message.refusal`` or ``finish_reason=content_filter``) is asked
+    #: again, the same request unchanged (build roles only; a role in batch mode never: the same
+    #: request is answered from the batch ledger); 0: a refusal fails the call at once
+    max_refusal_reasks: int = Field(1, ge=0)
+    #: times a truncated answer (``finish_reason=length``) is asked again, each time with
+    #: ``max_tokens`` doubled, up to ``max_tokens_ceiling``; 0: a truncation fails the call at once
+    max_length_reasks: int = Field(1, ge=0)
+    #: the most ``max_tokens`` a length re-ask may ask for (at least ``max_tokens``); None: only
+    #: ``max_length_reasks`` bounds it (``max_tokens * 2 ** max_length_reasks``)
+    max_tokens_ceiling: int | None = Field(None, ge=1)
     #: instructor mode: json works with every OpenAI-compatible server (vLLM, Ollama, llama.cpp)
     mode: Literal["json", "tools", "json_schema", "md_json"] = "json"
     extra_body: dict[str, Any] = Field(default_factory=dict)
@@ -143,6 +153,13 @@ class ModelConfig(_Section):
     batch_poll_s: float = Field(30.0, gt=0)
     batch_completion_window: str = "24h"
     batch_price_factor: float = Field(0.5, ge=0)
+
+    @model_validator(mode="after")
+    def _ceiling_above_max_tokens(self) -> Self:
+        if self.max_tokens_ceiling is not None and self.max_tokens_ceiling < self.max_tokens:
+            raise ValueError(f"max_tokens_ceiling ({self.max_tokens_ceiling}) is below max_tokens "
+                             f"({self.max_tokens}): a length re-ask may only raise max_tokens")
+        return self
 
     def api_key(self) -> str:
         """The key value, read from the environment at client-build time, never stored."""

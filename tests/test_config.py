@@ -57,3 +57,17 @@ def test_roles_left_unmapped_or_mapped_to_offline_work_beside_user_models(tmp_pa
     assert settings.model_for("site_extractor").provider == "offline"
     assert settings.model_for("question_writer").provider == "offline"
     assert settings.model_for("verifier").api_key() == "not-needed"
+
+
+def test_refusal_and_length_re_ask_settings_are_validated(tmp_path: Path) -> None:
+    cfg = tmp_path / "a.toml"
+    head = '[models.m]\nprovider = "openai"\nmodel = "x"\napi_key_env = ""\nmax_tokens = 1000\n'
+    cfg.write_text(head + "max_refusal_reasks = 0\nmax_length_reasks = 2\nmax_tokens_ceiling = 3000\n",
+                   encoding="utf-8")
+    m = load_settings(cfg).models["m"]
+    assert (m.max_refusal_reasks, m.max_length_reasks, m.max_tokens_ceiling) == (0, 2, 3000)
+    for bad, named in [("max_refusal_reasks = -1", "max_refusal_reasks"), ("max_length_reasks = -1", "max_length_reasks"),
+                       ("max_tokens_ceiling = 999", "below max_tokens")]:
+        cfg.write_text(head + bad + "\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match=named):
+            load_settings(cfg)

@@ -3,7 +3,9 @@
 Two levels. The gateway (real openai + instructor against the loopback stand-in): 429 with and
 without Retry-After, 500/502/503, connection reset, read timeout, malformed JSON, JSON of the
 wrong schema, ``finish_reason=length``, empty content, refusals — transient faults are retried
-to success with every attempt recorded; persistent ones raise the named error. Then a whole
+to success with every attempt recorded; persistent ones raise the named error. Refusals are asked
+again unchanged and truncations with ``max_tokens`` doubled, bounded (``max_refusal_reasks``,
+``max_length_reasks``, ``max_tokens_ceiling``), live and in batch mode. Then a whole
 build through the runner, where one paper's ``finding_extractor`` calls fail: the ``construct``
 stage_run row of that paper carries the right error class and cause, the other paper is
 unaffected, nothing is left half-written, and ``resume`` completes it once the endpoint heals.
@@ -93,7 +95,7 @@ PERSISTENT: list[tuple[str, Any, type[LLMError], str, int]] = [
     ("read_timeout", Hang(1.0), LLMTransportError, "APITimeoutError", 3),
     ("malformed_json", Reply("{not json"), LLMOutputError, "validation", 2),
     ("wrong_schema", json_reply({"wort": "ice", "n": "many"}), LLMOutputError, "validation", 2),
-    ("truncated", Reply('{"word": "i', finish_reason="length"), LLMOutputError, "truncated", 1),
+    ("truncated", Reply('{"word": "i', finish_reason="length"), LLMOutputError, "truncated", 2),
     ("empty_content", Reply(""), LLMOutputError, "validation", 2),
     ("null_content", Reply(None), LLMOutputError, "validation", 2),
     ("refusal_text", Reply(REFUSAL), LLMOutputError, "validation", 2),
@@ -116,14 +118,136 @@ def test_persistent_faults_raise_the_named_error_with_every_attempt_recorded(
         assert recorder.records[0].raw_response is not None  # what the model said is kept
 
 
-@pytest.mark.parametrize("reply", [Reply(None, refusal=REFUSAL), Reply(None, finish_reason="content_filter")],
-                         ids=["refusal_field", "content_filter"])
-def test_a_refusal_is_recorded_as_a_refusal_and_not_re_asked(reply: Reply) -> None:
+# --- refusals and truncations: asked again, bounded, every attempt recorded ------------------
+
+REFUSALS = [Reply(None, refusal=REFUSAL), Reply(None, finish_reason="content_filter")]
+REFUSAL_IDS = ["refusal_field", "content_filter"]
+
+
+def _length() -> Reply:
+    return Reply('{"word": "i', finish_reason="length")
+
+
+@pytest.mark.parametrize("refusals", [0, 1, 2])
+@pytest.mark.parametrize("reply", REFUSALS, ids=REFUSAL_IDS)
+def test_a_refusal_every_time_is_asked_again_max_refusal_reasks_times_then_fails(reply: Reply, refusals: int
+                                                                                 ) -> None:
     recorder = MemoryRecorder()
     with FakeOpenAIServer(by_role({"verifier": reply})) as srv:
-        with pytest.raises(LLMOutputError, match="refus"):
-            _ask(srv.base_url, recorder, max_reasks=1)
-        assert len(srv.requests) == 1
+        with pytest.raises(LLMOutputError, match="refused to answer") as info:
+            _ask(srv.base_url, recorder, max_reasks=1, max_refusal_reasks=refusals)
+        assert len(srv.requests) == 1 + refusals  # never a validation re-ask: 0 is today's behaviour
+        bodies = [r.body for r in srv.requests]
+    assert all(b == bodies[0] for b in bodies), "a refusal was asked again with a different request"
+    assert ("once" if refusals == 0 else f"{1 + refusals} times") in str(info.value)
+    assert "max_refusal_reasks" in str(info.value)
+    assert [r.attempt for r in recorder.records] == list(range(1, 2 + refusals))
+    assert all(r.error and r.error.startswith("refused: ") and r.parsed is None for r in recorder.records), \
+        [r.error for r in recorder.records]
+
+
+@pytest.mark.parametrize("reply", REFUSALS, ids=REFUSAL_IDS)
+def test_a_refusal_then_an_answer_succeeds_with_both_attempts_recorded(reply: Reply) -> None:
+    recorder = MemoryRecorder()
+    with FakeOpenAIServer(by_role({"verifier": [reply, GOOD]})) as srv:
+        out = _ask(srv.base_url, recorder)  # the defaults: one refusal re-ask
+        assert len(srv.requests) == 2
+        first, second = (r.body for r in srv.requests)
+    assert (out.word, out.n) == ("ice", 1)
+    assert second == first  # the same request, asked again as it was
+    assert [r.attempt for r in recorder.records] == [1, 2]
+    assert recorder.records[0].error.startswith("refused: ") and recorder.records[0].parsed is None
+    assert recorder.records[0].raw_response is not None  # the refusal as the model sent it
+    assert recorder.records[1].error is None and recorder.records[1].parsed == {"word": "ice", "n": 1}
+
+
+def test_refusal_re_asks_are_counted_apart_from_validation_re_asks() -> None:
+    # refused, then malformed (instructor's re-ask), then good: 3 requests with max_reasks = 1
+    recorder = MemoryRecorder()
+    script = [Reply(None, refusal=REFUSAL), Reply("{not json"), GOOD]
+    with FakeOpenAIServer(by_role({"verifier": script})) as srv:
+        out = _ask(srv.base_url, recorder, max_reasks=1, max_refusal_reasks=1)
+        assert len(srv.requests) == 3
+        bodies = [r.body for r in srv.requests]
+    assert out.word == "ice"
+    assert bodies[1] == bodies[0] and len(bodies[2]["messages"]) > len(bodies[0]["messages"])
+    assert [(r.error or "")[:9] for r in recorder.records] == ["refused: ", "Validatio", ""]
+
+
+def test_a_truncated_answer_is_asked_again_with_max_tokens_doubled() -> None:
+    recorder = MemoryRecorder()
+    with FakeOpenAIServer(by_role({"verifier": [_length(), GOOD]})) as srv:
+        out = _ask(srv.base_url, recorder, max_tokens=300)  # the defaults: one length re-ask
+        assert [r.body["max_tokens"] for r in srv.requests] == [300, 600]
+        first, second = (r.body for r in srv.requests)
+    assert (out.word, out.n) == ("ice", 1)
+    assert {**second, "max_tokens": 300} == first  # nothing else changed
+    records = recorder.records
+    assert [r.request["max_tokens"] for r in records] == [300, 600]
+    assert records[0].error == "IncompleteOutputException: output truncated (finish_reason=length at max_tokens=300)"
+    assert records[0].parsed is None and records[0].raw_response is not None
+    assert records[1].error is None and records[1].parsed == {"word": "ice", "n": 1}
+
+
+@pytest.mark.parametrize(("reasks", "ceiling", "sent"), [
+    (0, None, [300]),  # today's behaviour: a truncation fails the call at once
+    (1, None, [300, 600]),
+    (3, None, [300, 600, 1200, 2400]),
+    (3, 1000, [300, 600, 1000]),  # the ceiling ends the doubling: asking 1000 again would not help
+    (3, 300, [300]),
+], ids=["off", "once", "three_times", "ceiling", "no_room"])
+def test_a_truncation_every_time_is_bounded_by_max_length_reasks_and_the_ceiling(
+        reasks: int, ceiling: int | None, sent: list[int]) -> None:
+    recorder = MemoryRecorder()
+    with FakeOpenAIServer(by_role({"verifier": _length()})) as srv:
+        with pytest.raises(LLMOutputError, match="truncated") as info:
+            _ask(srv.base_url, recorder, max_tokens=300, max_length_reasks=reasks, max_tokens_ceiling=ceiling,
+                 max_reasks=1)
+        assert [r.body["max_tokens"] for r in srv.requests] == sent  # never a validation re-ask
+    assert f"max_tokens {' then '.join(map(str, sent))}" in str(info.value)
+    assert ("once" if len(sent) == 1 else f"{len(sent)} times") in str(info.value)
+    assert [r.request["max_tokens"] for r in recorder.records] == sent
+    assert all("finish_reason=length" in (r.error or "") and r.parsed is None for r in recorder.records)
+
+
+def test_a_transport_retry_after_a_truncation_keeps_the_raised_max_tokens() -> None:
+    with FakeOpenAIServer(by_role({"verifier": [_length(), Fault(503), GOOD]})) as srv:
+        out = _ask(srv.base_url, MemoryRecorder(), max_tokens=300, max_retries=2)
+        assert [r.body["max_tokens"] for r in srv.requests] == [300, 600, 600]
+    assert out.word == "ice"
+
+
+def _ask_batched(tmp_path: Path, base_url: str, recorder: MemoryRecorder, **model: object) -> Echo:
+    settings = _settings(base_url, batch_linger_s=0.05, batch_poll_s=0.02, **model)
+    settings.build.batch, settings.build.data_dir = True, tmp_path
+
+    async def go() -> Echo:
+        async with Gateway(settings, recorder) as gw:
+            return (await gw.ask("verifier", "_selftest/v1", {"word": "ice"}, Echo, subject="paper-1")).output
+
+    return asyncio.run(go())
+
+
+def test_in_batch_mode_a_truncation_is_asked_again_in_a_later_job(tmp_path: Path) -> None:
+    recorder = MemoryRecorder()
+    with FakeOpenAIServer(by_role({"verifier": [_length(), GOOD]})) as srv:
+        out = _ask_batched(tmp_path, srv.base_url, recorder, max_tokens=300)
+        assert not srv.requests, "a batch-mode role sent a live request"
+        assert [line["body"]["max_tokens"] for line in srv.batch_lines] == [300, 600]
+        assert srv.batches_created == 2
+    assert out.word == "ice"
+    assert [(r.request["via"], r.request["max_tokens"], r.parsed is not None) for r in recorder.records] == [
+        ("batch", 300, False), ("batch", 600, True)]
+
+
+def test_in_batch_mode_a_refusal_is_not_asked_again(tmp_path: Path) -> None:
+    # the same body would be answered from the batch ledger: the stored refusal, not a new answer
+    recorder = MemoryRecorder()
+    with FakeOpenAIServer(by_role({"verifier": [Reply(None, refusal=REFUSAL), GOOD]})) as srv:
+        with pytest.raises(LLMOutputError, match="refused to answer once"):
+            _ask_batched(tmp_path, srv.base_url, recorder, max_refusal_reasks=2)
+        assert len(srv.batch_lines) == 1 and not srv.requests
+    assert len(recorder.records) == 1 and recorder.records[0].error == f"refused: {REFUSAL}"
 
 
 # --- a whole build through the runner -------------------------------------------------------

@@ -34,6 +34,7 @@ class Attempt:
     response: dict[str, Any] | None = None
     error: str | None = None
     refusal: str | None = None  # the provider declined (message.refusal or content_filter)
+    truncated: bool = False  # the answer stopped at max_tokens (finish_reason=length)
     started: float = field(default_factory=time.perf_counter)
     finished: float | None = None
     tokens_in: int = 0
@@ -63,7 +64,7 @@ class Provider(ABC):
 
     @abstractmethod
     async def generate(self, request: GenerateRequest, attempts: list[Attempt]) -> BaseModel:
-        """Answer ``request`` once (validation re-asks included), appending every request sent
+        """Answer ``request`` once (re-asks included), appending every request sent
         to ``attempts`` as it goes, so a failure still leaves what happened on record."""
 
     async def warm(self, model_name: str, cfg: ModelConfig, *, batched: bool) -> None:  # noqa: B027

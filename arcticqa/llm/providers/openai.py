@@ -2,8 +2,11 @@
 
 Clients are built with ``max_retries=0``: the transport retries are the gateway's (and the
 evaluator's, :func:`transport_retrying`), so every attempt is visible and recorded. Validation
-re-asks are instructor's, bounded by ``max_reasks`` and never repeated after a refusal. A role
-in batch mode sends through the Batch API transport (:mod:`arcticqa.llm.providers.openai_batch`).
+re-asks are instructor's, bounded by ``max_reasks``. A refused answer is asked again unchanged
+(``max_refusal_reasks``) and a truncated one with ``max_tokens`` doubled (``max_length_reasks``,
+up to ``max_tokens_ceiling``), by :meth:`OpenAIProvider.generate`, counted apart from the
+validation re-asks. A role in batch mode sends through the Batch API transport
+(:mod:`arcticqa.llm.providers.openai_batch`).
 Failures leave through :func:`~arcticqa.llm.providers.openai_errors.map_openai_errors`.
 """
 
@@ -25,7 +28,7 @@ import instructor
 import instructor.v2.core.patch as _instructor_patch
 import instructor.v2.validation.async_validators as _instructor_async_validators
 import openai
-from instructor.v2.core.errors import AsyncValidationError, ResponseParsingError
+from instructor.v2.core.errors import AsyncValidationError, IncompleteOutputException, ResponseParsingError
 from instructor.v2.core.messages import copy_messages_for_mutation, merge_consecutive_messages
 from instructor.v2.core.registry import mode_registry, normalize_mode
 from openai import NOT_GIVEN, AsyncOpenAI
@@ -300,7 +303,8 @@ def _on_error(error: Exception, *args: Any, **kwargs: Any) -> None:
     if attempts:
         a = attempts[-1]
         a.finished = a.finished or time.perf_counter()
-        a.error = describe_error(error)
+        # a refused answer fails to parse as a consequence; the record names the refusal
+        a.error = f"refused: {a.refusal}" if a.refusal else describe_error(error)
 
 
 def _last_refused() -> bool:
@@ -311,9 +315,49 @@ def _last_refused() -> bool:
 _PARSE_ERRORS = (ValidationError, json.JSONDecodeError, AsyncValidationError, ResponseParsingError)
 
 
+# -- refusals and truncations: asked again, bounded, counted over the call's attempts ---------
+# Counted over every attempt of the role call (the gateway hands the same list to each transport
+# retry), so the bounds hold per call and a transport retry after a truncation keeps the raised
+# max_tokens.
+
+def _max_tokens(cfg: ModelConfig, attempts: Sequence[Attempt]) -> int:
+    """``max_tokens`` for the next request: doubled for each truncated answer so far (at most
+    ``max_length_reasks`` times), never above ``max_tokens_ceiling``."""
+    doublings = min(sum(1 for a in attempts if a.truncated), cfg.max_length_reasks)
+    raised = cfg.max_tokens * (1 << doublings)
+    return raised if cfg.max_tokens_ceiling is None else min(raised, cfg.max_tokens_ceiling)
+
+
+def _mark_truncated(a: Attempt) -> None:
+    a.truncated = True
+    a.error = (f"IncompleteOutputException: output truncated (finish_reason=length at "
+               f"max_tokens={(a.request or {}).get('max_tokens')})")
+
+
+def _ask_again(cfg: ModelConfig, attempts: Sequence[Attempt], *, batched: bool) -> bool:
+    """Whether the answer that just failed (the last attempt) is asked again.
+
+    A refusal: unchanged, while no more than ``max_refusal_reasks`` answers of the call were
+    refused; never in batch mode, where the same request body is answered from the batch
+    ledger (:meth:`~arcticqa.llm.providers.openai_batch.BatchQueue.submit`), so asking again
+    would only record the stored refusal a second time. A truncation: with ``max_tokens``
+    raised, while no more than ``max_length_reasks`` answers were truncated and the ceiling
+    leaves room to raise it.
+    """
+    last = attempts[-1]
+    if last.refusal:
+        return not batched and sum(1 for a in attempts if a.refusal) <= cfg.max_refusal_reasks
+    if last.truncated:
+        asked = (last.request or {}).get("max_tokens", cfg.max_tokens)
+        return (sum(1 for a in attempts if a.truncated) <= cfg.max_length_reasks
+                and _max_tokens(cfg, attempts) > asked)
+    return False
+
+
 def _reasks(cfg: ModelConfig) -> AsyncRetrying:
     """instructor's re-ask loop: only malformed answers are asked again, never a refusal
-    (asking a provider's safeguard again just buys the same refusal)."""
+    (instructor would add the refusal and a request to fix it to the conversation; a refusal is
+    asked again unchanged by :meth:`OpenAIProvider.generate`, see :func:`_ask_again`)."""
     return AsyncRetrying(
         stop=stop_after_attempt(cfg.max_reasks + 1),
         retry=retry_if_exception(lambda e: isinstance(e, _PARSE_ERRORS) and not _last_refused()),
@@ -401,16 +445,27 @@ class OpenAIProvider(Provider):
         client = self._client(request.model_name, cfg, batch=request.batched)
         token = _attempts.set(attempts)
         try:
-            wired = await client.chat.completions.create(
-                response_model=_wired(request.response_model),
-                messages=request.messages,
-                model=cfg.model,
-                temperature=cfg.temperature,
-                max_tokens=cfg.max_tokens,
-                max_retries=_reasks(cfg),
-                extra_headers={"X-Arcticqa-Role": request.role},
-                **({"extra_body": cfg.extra_body} if cfg.extra_body else {}),
-            )
+            while True:  # one round per refusal or truncation asked again (see _ask_again)
+                first = len(attempts)
+                try:
+                    wired = await client.chat.completions.create(
+                        response_model=_wired(request.response_model),
+                        messages=request.messages,
+                        model=cfg.model,
+                        temperature=cfg.temperature,
+                        max_tokens=_max_tokens(cfg, attempts),
+                        max_retries=_reasks(cfg),
+                        extra_headers={"X-Arcticqa-Role": request.role},
+                        **({"extra_body": cfg.extra_body} if cfg.extra_body else {}),
+                    )
+                    break
+                except Exception as exc:
+                    if len(attempts) == first:  # nothing was sent (a refused response model)
+                        raise
+                    if isinstance(exc, IncompleteOutputException):
+                        _mark_truncated(attempts[-1])
+                    if not _ask_again(cfg, attempts, batched=request.batched):
+                        raise
         finally:
             _attempts.reset(token)
         return _unwired(wired, request.response_model)

@@ -99,18 +99,26 @@ def map_openai_error(exc: BaseException, *, role: str, model: str,
     """The named error for a failed call: openai and instructor exceptions in, ours out.
 
     No answer (connection, timeout, 429, 408/409/5xx after retries) is :class:`LLMTransportError`;
-    a refusal, a truncated or an invalid answer :class:`LLMOutputError`; refused credentials
+    a refusal, a truncated or an invalid answer :class:`LLMOutputError` (a refusal or a truncation
+    counted over ``attempts``: how many times the model was asked before it stands); refused credentials
     (401/403) :class:`LLMAuthError`; any other refused request (400/404/422)
     :class:`LLMRequestError`.
     """
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, IncompleteOutputException):
-        return LLMOutputError(f"{role}: output truncated (finish_reason=length): {exc}")
+        truncated = [a for a in attempts if a.truncated]
+        if not truncated:
+            return LLMOutputError(f"{role}: output truncated (finish_reason=length): {exc}")
+        sizes = " then ".join(str((a.request or {}).get("max_tokens", "?")) for a in truncated)
+        return LLMOutputError(f"{role}: output truncated (finish_reason=length) {_times(len(truncated))}, at "
+                              f"max_tokens {sizes} (re-asks bounded by max_length_reasks and max_tokens_ceiling): "
+                              f"{exc}")
     cause = transport_cause(exc)
-    refused = next((a.refusal for a in attempts if a.refusal), None)
-    if refused is not None:
-        return LLMOutputError(f"{role}: the model refused to answer: {refused[:300]}")
+    if attempts and attempts[-1].refusal:  # the last answer refused: earlier ones may have too
+        refused = sum(1 for a in attempts if a.refusal)
+        return LLMOutputError(f"{role}: the model refused to answer {_times(refused)} "
+                              f"(re-asks bounded by max_refusal_reasks): {attempts[-1].refusal[:300]}")
     if cause is not None:
         return LLMTransportError(f"{role}: no answer from {model} after "
                                  f"{len(attempts)} attempts: {describe_error(cause)}")
@@ -122,6 +130,10 @@ def map_openai_error(exc: BaseException, *, role: str, model: str,
         return LLMOutputError(f"{role}: output failed validation after "
                               f"{exc.n_attempts} attempts: {str(exc)[:500]}")
     return LLMError(f"{role}: {type(exc).__name__}: {exc}")
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
 
 
 @contextlib.contextmanager
