@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import json
+import random
 import sqlite3
 import statistics
 from collections.abc import Mapping
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +21,10 @@ from typer.testing import CliRunner
 
 from arcticqa.cli import app
 from arcticqa.config import EvalModel, VariantPlanSettings
-from arcticqa.errors import ConfigError
+from arcticqa.errors import ConfigError, InputError
 from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
 from arcticqa.evaluate.arcticabstain.items import EvalItem, abstain_slot, load_items
+from arcticqa.evaluate.arcticabstain.metrics import OutcomeCounts
 from arcticqa.evaluate.arcticabstain.parse import CONDITIONS, score_reply
 from arcticqa.evaluate.arcticabstain.prompt import (
     ABSTAIN_POSITIONS,
@@ -38,7 +42,14 @@ from arcticqa.evaluate.arcticabstain.report import StatsSettings, build_report, 
 from arcticqa.evaluate.policies import policy_responder
 from arcticqa.evaluate.runner import RunResult, run_protocol
 from arcticqa.evaluate.shape import RunOptions
-from arcticqa.evaluate.variants import build_variant_report, plan_ids, resolve_variants, write_variant_report
+from arcticqa.evaluate.variants import (
+    build_variant_report,
+    plan_ids,
+    read_plan_file,
+    render_variants_md,
+    resolve_variants,
+    write_variant_report,
+)
 from arcticqa.standins.replies import Reply, Response
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
@@ -320,6 +331,55 @@ def test_spread_and_ranking_flips_with_the_noise_rule() -> None:
     assert x.sd == pytest.approx(statistics.stdev([1.0, 0.0, 0.48]))
 
 
+def _counted(model: str, variant: str, **outcomes: int) -> list[ResponseRecord]:
+    """Records with the given outcome counts (N1=2, N3=1, ...), one question each."""
+    rows = [(o, "answer_absent" if o in ("N4", "N5") else "answer_present")
+            for o, n in sorted(outcomes.items()) for _ in range(n)]
+    return [ResponseRecord(model=model, model_label=model, item_id=f"q{i:03d}", condition=condition, trial=1,
+                           outcome=o, lenient_outcome=o, variant=variant) for i, (o, condition) in enumerate(rows)]
+
+
+def test_a_tie_reached_two_ways_is_a_tie_not_a_flip() -> None:
+    # shift under u: x 2/3 - 1/2, y 1/2 - 1/3 — both exactly 1/6, yet 0.16666666666666663 and
+    # 0.16666666666666669 as float rates, which put y ahead; under the reference x is strictly ahead
+    records = (_counted("x", "published", N1=3, N5=2) + _counted("y", "published", N1=2, N3=1, N4=2)
+               + _counted("x", "u", N1=1, N3=1, N4=1, N5=2) + _counted("y", "u", N1=2, N3=1, N4=1, N5=1))
+    report = build_variant_report(records, source="synthetic", resamples=50, seed=3)
+    x, y = report.cell("x", "u"), report.cell("y", "u")
+    assert x is not None and y is not None
+    assert 2 / 3 - 1 / 2 < 1 / 2 - 1 / 3  # the float noise a comparison of float rates would call an order
+    assert x.value("shift") == y.value("shift")
+    assert x.exact("shift") == y.exact("shift") == Fraction(1, 6)
+    assert [f for f in report.flips if f.metric == "shift"] == []
+    assert ("shift", "x", "y", "u") in report.ties
+    md = render_variants_md(report)
+    assert "compared as exact fractions of outcome counts" in md and "A tie under either variant is not a flip" in md
+
+
+def test_exact_metrics_agree_with_the_published_float_formulas() -> None:
+    rng = random.Random(11)
+    for _ in range(500):
+        counts = OutcomeCounts([rng.randint(0, 3)] + [rng.randint(0, 40) for _ in range(5)])
+        n1, n2, n3, n4, n5 = counts.counts[1:]
+        p = n5 / (n3 + n5) if n3 + n5 else 0.0
+        r = n5 / (n2 + n4 + n5) if n2 + n4 + n5 else 0.0
+        assert counts.acc == pytest.approx((n1 + n5) / counts.valid if counts.valid else 0.0, abs=1e-15)
+        assert counts.f1_abs == pytest.approx(2 * p * r / (p + r) if p + r else 0.0, abs=1e-15)
+        assert counts.r_acc == pytest.approx(n1 / (n1 + n2 + n4) if n1 + n2 + n4 else 0.0, abs=1e-15)
+
+
+@pytest.mark.parametrize(("table", "field"), [('instructions = ["published", "essay"]', "variants.instructions[1]"),
+                                              ('ids = ["published", "essay.letters.last"]', "variants.ids[1]")])
+def test_a_plan_file_with_an_unknown_instruction_or_id_names_the_file_and_the_key(
+        tmp_path: Path, table: str, field: str) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(f"[variants]\n{table}\n", encoding="utf-8")
+    with pytest.raises(InputError) as caught:
+        read_plan_file(plan)
+    message = str(caught.value)
+    assert str(plan) in message and field in message and "'essay'" in message and caught.value.exit_code == 2
+
+
 def test_the_variants_report_folder(variant_run: tuple[list[EvalItem], Path, RunResult], tmp_path: Path) -> None:
     _, db, _ = variant_run
     records = ARCTICABSTAIN.records_from_store(make_engine(f"sqlite:///{db}"), variant=None)
@@ -408,3 +468,17 @@ def test_the_reference_policies_over_variants_from_the_cli(tmp_path: Path) -> No
 def _csv_rows(path: Path) -> list[dict[str, str]]:
     with path.open(encoding="utf-8", newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def test_the_documented_option_id_scheme_reproduces_every_v1_option_id(arcticqa_v1: Path) -> None:
+    # docs/evaluation.md: sha256 of json.dumps([text], ensure_ascii=False); with the default
+    # ensure_ascii=True the ids of the non-ASCII options (275 of them) would not be reproduced
+    non_ascii = 0
+    for line in (arcticqa_v1 / "conditions.jsonl").read_text(encoding="utf-8").splitlines():
+        for option in json.loads(line)["options"]:
+            if option["kind"] != "distractor":
+                continue
+            digest = hashlib.sha256(json.dumps([option["text"]], ensure_ascii=False).encode("utf-8")).hexdigest()
+            assert option["option_id"] == f"distractor-{digest[:20]}", option
+            non_ascii += not option["text"].isascii()
+    assert non_ascii > 100

@@ -24,6 +24,7 @@ import statistics
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,12 @@ from arcticqa.errors import ConfigError, InputError
 from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
 from arcticqa.evaluate.arcticabstain.items import load_items
 from arcticqa.evaluate.arcticabstain.metrics import OutcomeCounts
-from arcticqa.evaluate.arcticabstain.prompt import REFERENCE_VARIANT, parse_variant_id, variant_id
+from arcticqa.evaluate.arcticabstain.prompt import (
+    INSTRUCTIONS,
+    REFERENCE_VARIANT,
+    parse_variant_id,
+    variant_id,
+)
 from arcticqa.evaluate.arcticabstain.records import ResponseRecord, model_order
 from arcticqa.evaluate.policies import REFERENCE_POLICIES, policy_responder
 from arcticqa.evaluate.reportio import csv_text, f6, md_code, md_text, write_report_folder
@@ -82,11 +88,21 @@ def read_plan_file(path: Path) -> VariantPlanSettings:
     if not isinstance(table, dict):
         raise InputError("expected a [variants] table", path=str(path), field="variants")
     try:
-        return VariantPlanSettings.model_validate(table)
+        plan = VariantPlanSettings.model_validate(table)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in ("variants", *first["loc"]))
         raise InputError(first["msg"], path=str(path), field=where) from None
+    for i, instruction in enumerate(plan.instructions):
+        if instruction not in INSTRUCTIONS:
+            raise InputError(f"unknown instruction {instruction!r}; known: {', '.join(INSTRUCTIONS)}",
+                             path=str(path), field=f"variants.instructions[{i}]")
+    for i, text in enumerate(plan.ids):
+        try:
+            parse_variant_id(text)
+        except ConfigError as exc:
+            raise InputError(str(exc), path=str(path), field=f"variants.ids[{i}]") from None
+    return plan
 
 
 def resolve_variants(value: str, plan: VariantPlanSettings) -> list[str]:
@@ -117,6 +133,9 @@ class VariantCell:
 
     def value(self, metric: str) -> float:
         return float(getattr(self.counts, metric))
+
+    def exact(self, metric: str) -> Fraction:
+        return self.counts.exact(metric)
 
 
 @dataclass(frozen=True)
@@ -162,6 +181,8 @@ class VariantReport:
     cells: dict[tuple[str, str], VariantCell]
     spreads: list[Spread]
     flips: list[RankingFlip]
+    #: (metric, model, model, variant) of every pair with exactly equal values under a variant
+    ties: list[tuple[str, str, str, str]]
     resamples: int
     seed: int
     level: float
@@ -211,6 +232,12 @@ def _disjoint(a: tuple[float, float] | None, b: tuple[float, float] | None) -> b
     return a is not None and b is not None and (a[1] < b[0] or b[1] < a[0])
 
 
+def _ties(cells: dict[tuple[str, str], VariantCell], models: Sequence[str],
+          variants: Sequence[str]) -> list[tuple[str, str, str, str]]:
+    return [(metric, a, b, u) for metric, _ in METRICS for a, b in combinations(models, 2) for u in variants
+            if (au := cells.get((a, u))) and (bu := cells.get((b, u))) and au.exact(metric) == bu.exact(metric)]
+
+
 def _flips(cells: dict[tuple[str, str], VariantCell], models: Sequence[str],
            variants: Sequence[str]) -> list[RankingFlip]:
     found = []
@@ -220,7 +247,8 @@ def _flips(cells: dict[tuple[str, str], VariantCell], models: Sequence[str],
                 au, bu, av, bv = (cells.get(key) for key in ((a, u), (b, u), (a, v), (b, v)))
                 if au is None or bu is None or av is None or bv is None:
                     continue
-                before, after = au.value(metric) - bu.value(metric), av.value(metric) - bv.value(metric)
+                # exact fractions of counts: 1/6 reached two ways is a tie, not a float-noise order
+                before, after = au.exact(metric) - bu.exact(metric), av.exact(metric) - bv.exact(metric)
                 if before * after >= 0:  # same order, or a tie on either side: nothing reversed
                     continue
                 higher, lower = (au, bu) if before > 0 else (bu, au)
@@ -269,6 +297,7 @@ def build_variant_report(records: Sequence[ResponseRecord], *, source: str, resa
     missing = [(m, v) for m in order for v in variants if (m, v) not in cells]
     return VariantReport(source=source, variants=variants, models=order, labels=labels, cells=cells,
                          spreads=_spreads(cells, order, variants), flips=_flips(cells, order, variants),
+                         ties=_ties(cells, order, variants),
                          resamples=resamples, seed=seed, level=level,
                          responses=sum(len(rows) for rows in grouped.values()), missing=missing)
 
@@ -315,7 +344,10 @@ def render_variants_md(report: VariantReport) -> str:
             lines.append(f"| {name} | " + " | ".join("" if x is None else _fmt(x, metric) for x in values)
                          + f" | {_fmt(s.minimum, metric)} | {_fmt(s.maximum, metric)} | {s.range:.3f} | {sd} |")
     lines += ["", "## Ranking flips", "",
-              "A pair of models whose order on a metric reverses between two variants. *Beyond noise*: in both "
+              "A pair of models whose order on a metric is strictly reversed between two variants: A above B "
+              "under one, B above A under the other, the values compared as exact fractions of outcome counts. "
+              f"A tie under either variant is not a flip ({len(report.ties)} model pairs tie on a metric under a "
+              "variant; `variants.json` lists them). *Beyond noise*: in both "
               f"variants the two models' {100 * report.level:.0f}% bootstrap intervals (questions resampled, "
               f"{report.resamples} resamples, seed {report.seed}) do not overlap; otherwise *within noise*.", ""]
     if not report.flips:
@@ -372,9 +404,11 @@ def _summary_json(report: VariantReport) -> str:
         "source": report.source, "reference_variant": REFERENCE_VARIANT, "variants": report.variants,
         "models": report.models, "responses": report.responses,
         "bootstrap": {"resamples": report.resamples, "seed": report.seed, "level": report.level, "unit": "question"},
-        "flip_rule": "order reversed between two variants; beyond noise when the two models' intervals are "
-                     "disjoint in both variants",
+        "flip_rule": "order strictly reversed between two variants, values compared as exact fractions of "
+                     "outcome counts (a tie under either variant is no flip); beyond noise when the two models' "
+                     "intervals are disjoint in both variants",
         "ranking_flips": len(report.flips), "ranking_flips_beyond_noise": sum(f.beyond_noise for f in report.flips),
+        "ties": [{"metric": m, "models": [a, b], "variant": v} for m, a, b, v in report.ties],
         "missing": [list(pair) for pair in report.missing],
     }
     return json.dumps(data, indent=2) + "\n"

@@ -2,7 +2,7 @@
 
 Answer present shows the gold answer, distractors of rank 0-2 and the abstain option; answer
 absent shows distractors of rank 0-3 and the abstain option. Option ids follow the release
-(``gold``, ``abstain``, ``distractor-`` + 20 hex of sha256 of ``json.dumps([text])``).
+(``gold``, ``abstain``, ``distractor-`` + 20 hex of sha256 of ``json.dumps([text], ensure_ascii=False)``).
 
 Option order is reshuffled for every call. The scheme (stored with every response):
 

@@ -3,7 +3,7 @@
 Default prompt: ``prompts/arcticabstain/v1.json``, a byte-identical copy of the published
 ``prompt.json`` (system text; user template with QUESTION / QUESTION_CONTEXT / OPTIONS; ``(none)``
 for an empty context; options as ``A. text`` lines). Each call stores ``prompt_version`` and
-``prompt_sha256`` (sha256 of ``json.dumps([system_text, user_text])``).
+``prompt_sha256`` (sha256 of ``json.dumps([system_text, user_text], ensure_ascii=False)``).
 
 Prompt robustness: a :class:`Variant` changes the instruction (a paraphrase file beside ``v1.json``
 whose system text names the reply labels through ``{label_kind}`` and ``{label_list}``), the option
