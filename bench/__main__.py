@@ -1,4 +1,4 @@
-"""Run every issue-10 benchmark in one go: ``python -m bench [--quick] [--only NAME ...]``.
+"""Run every benchmark (issue 10's, and issue 35's gates) in one go: ``python -m bench [--quick] [--only NAME ...]``.
 
 Each benchmark runs in its own process (one at a time: the machine has 2 cores and the figures
 are throughput), prints its figures and its ratio to the ideal or target, and this prints a
@@ -27,6 +27,8 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
                                         "--skip-reference"]),
     "eligibility": ("bench.bench_eligibility", [], ["100000", "5000"]),
     "store": ("bench.bench_store", [], ["--attempts", "40"]),
+    # issue 35: planted defects against the gates (0 may reach the release), and the pass-through
+    "gates": ("bench.bench_gates", [], ["--seeds", "1", "2", "3", "--min-plants", "60"]),
 }
 
 
