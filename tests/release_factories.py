@@ -7,6 +7,7 @@ from pathlib import Path
 
 from arcticqa.release.models import (
     FUNNEL_STEPS,
+    AnswerMatch,
     Construction,
     Distractor,
     EvidenceRef,
@@ -15,6 +16,7 @@ from arcticqa.release.models import (
     PaperRef,
     ReleaseItem,
     SourceLicense,
+    Verification,
 )
 from arcticqa.release.writer import write_release
 
@@ -29,7 +31,10 @@ PROMPT = {
 
 
 def make_item(n: int, *, license: str | None = "CC-BY-4.0", evidence_text: str | None = None,
-              question: str | None = None) -> ReleaseItem:
+              question: str | None = None, answer_match: AnswerMatch | None = None,
+              verification: Verification | None = None) -> ReleaseItem:
+    """Item ``n``; its distractors alternate model-verified and deterministic-contradiction unless
+    ``verification`` gives them all one label."""
     text = evidence_text or f"Mean sea-ice thickness at site {n} decreased by {n + 10} cm between 2001 and 2010."
     start = 100 * n
     return ReleaseItem(
@@ -39,7 +44,8 @@ def make_item(n: int, *, license: str | None = "CC-BY-4.0", evidence_text: str |
         gold_answer=f"a decrease of {n + 10} cm",
         distractors=[Distractor(rank=r, text=f"an increase of {n + 10 + 7 * (r + 1)} cm",
                                 type="numeric_outside_tolerance",
-                                verification="deterministic-contradiction" if r % 2 else "model-verified")
+                                verification=verification or ("deterministic-contradiction" if r % 2
+                                                              else "model-verified"))
                      for r in range(4)],
         answer_present_drops=f"an increase of {n + 10 + 28} cm",
         status="machine_accepted_unverified",
@@ -56,6 +62,7 @@ def make_item(n: int, *, license: str | None = "CC-BY-4.0", evidence_text: str |
         claim_type="observation",
         scope={"geography": "Fram Strait", "period": "2001-2010"},
         answer_unit="cm",
+        answer_match=answer_match,
         source_license=SourceLicense(license=license, url=None,
                                      redistributable=license in ("CC-BY-4.0", "CC0")),
     )

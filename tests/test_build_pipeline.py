@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,11 @@ import pytest
 from sqlmodel import select
 
 from arcticqa.config import load_settings
+from arcticqa.pipeline.export import export_from_store
 from arcticqa.pipeline.funnel import funnel_counts
+from arcticqa.release.validate import validate_release
+from arcticqa.standins.replies import Fault, Reply, json_reply, role_of
+from arcticqa.standins.scripted import prompt_spans, results_finding
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
@@ -215,6 +220,56 @@ def test_export_validate_audit_and_funnel_from_a_built_store(tmp_path: Path) -> 
     store = Store(load_settings(config).store.url)
     funnel = {s.name: s.count for s in funnel_counts(store).steps}
     assert funnel["discovered"] == 3 and funnel["accepted"] == 2
+
+
+class _VerifierJudgesFramStrait(ScriptedModel):
+    """The scripted model, except that the blind reconstruction of the Fram Strait paper answers in
+    words the answer matcher cannot decide ("just under a quarter" for 23%), and the verifier, asked
+    to judge equivalence, says they are equivalent: that item's answer match is the model's."""
+
+    def __call__(self, body: dict[str, Any], headers: Mapping[str, str]) -> Reply | Fault:
+        reply = super().__call__(body, headers)
+        role = role_of(headers)
+        if isinstance(reply, Reply) and role in ("reconstructor", "verifier") and reply.content:
+            sid, site, _pct = results_finding(prompt_spans(body))
+            if site == "Fram Strait":
+                content = json.loads(reply.content)
+                if role == "reconstructor":
+                    content["answer"] = "just under a quarter"
+                else:
+                    content["answers_equivalent"] = True
+                return json_reply(content)
+        return reply
+
+
+def test_the_release_says_who_decided_the_answer_match(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus", n=2)  # Nansen Basin 18%, Fram Strait 23%
+    with FakeOpenAIServer(_VerifierJudgesFramStrait()) as srv:
+        config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus)
+        build_in_process(config)
+        # the verifier is asked to judge equivalence only where the matcher could not decide
+        asked = sorted("means the same as the gold answer" in json.dumps(r.body["messages"])
+                       for r in srv.requests_for("verifier"))
+    assert asked == [False, True]
+    settings = load_settings(config)
+    store = Store(settings.store.url)
+    stored = {p["gold_answer"]: p["answer_match_confidence"] for p in _items(store)}
+    assert stored == {"18%": "deterministic", "23%": "model"}
+    out = export_from_store(store, settings, tmp_path / "release")
+    assert validate_release(out).ok
+    rows = {r["gold_answer"]: r for r in map(json.loads, (out / "items.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert rows["18%"]["answer_match"] == "deterministic-match"  # "18 %" is 18%: the matcher decided
+    assert rows["23%"]["answer_match"] == "model-verified"  # "just under a quarter": the verifier judged
+    # the numeric distractors are proved wrong by rule in both items, so only the 18% item is rule-decided throughout
+    assert {d["verification"] for r in rows.values() for d in r["distractors"]} == {"deterministic-contradiction"}
+    counts = json.loads((out / "MANIFEST.json").read_text(encoding="utf-8"))["counts"]
+    assert counts["items_by_answer_match"] == {"deterministic-match": 1, "model-verified": 1}
+    assert counts["distractors_by_verification"] == {"deterministic-contradiction": 8}
+    assert counts["items_all_deterministic"] == 1
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "| Answer match (2 items) | 1 `deterministic-match` | 1 `model-verified` |" in card
+    assert "| 8 `deterministic-contradiction` | 0 `model-verified` |" in card
+    assert "1 of 2 items had every part decided by a rule" in card
 
 
 def test_resume_finishes_an_interrupted_discovery_and_starts_no_new_one(tmp_path: Path) -> None:

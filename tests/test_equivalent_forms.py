@@ -2,7 +2,8 @@
 reconstruction mismatch; the same value written another way in the question is a leak.
 
 Equivalent forms: another unit pint converts into (km/m, min/s, Gg/t, kyr/years, °C/K as a
-difference), the decimal comma, numbers in words (English and Russian). The forms are drawn by a
+difference), the decimal comma, numbers in words (English and Russian, decimals too: "zero point
+seven three", "ноль целых шесть десятых"). The forms are drawn by a
 seeded generator (a few hundred per run, the same every run) and built from every v1 gold answer
 that holds a number; an unknown unit in the reply makes it undecided, never wrong.
 """
@@ -114,6 +115,27 @@ def worded_forms(answer: str) -> list[str]:
     return forms
 
 
+_EN_DIGIT_WORDS = "zero one two three four five six seven eight nine".split()
+_RU_PLACES = {1: "десятых", 2: "сотых", 3: "тысячных"}
+
+
+def decimal_worded_forms(answer: str) -> list[str]:
+    """``answer`` with a decimal below a thousand in words: "zero point seven three" (English, every
+    digit after the point), "ноль целых семьдесят три сотых" (Russian, in Cyrillic answers)."""
+    m = re.search(r"(?<![\w.,])(\d{1,3})[.,](\d{1,3})(?![\d.,])", answer)
+    if not m or len(parse_numbers(answer)) != 1:
+        return []
+    whole, frac = int(m.group(1)), m.group(2)
+    after = answer[m.end():]
+    after = f" {after}" if after[:1].isalnum() or after[:1] in "%‰°" else after
+    english = f"{en_words(whole)} point {' '.join(_EN_DIGIT_WORDS[int(d)] for d in frac)}"
+    forms = [answer[:m.start()] + english + after]
+    if re.search("[а-яё]", answer, re.I):
+        russian = f"{ru_words(whole)} целых {ru_words(int(frac))} {_RU_PLACES[len(frac)]}"
+        forms.append(answer[:m.start()] + russian + after)
+    return forms
+
+
 def _random_answers(count: int) -> list[str]:
     rng = random.Random(35)
     answers = []
@@ -136,8 +158,18 @@ def test_number_words_read_as_digits(n: int, en: str, ru: str) -> None:
     assert spelled_as_digits(f"{ru} процентов") == f"{n} процентов"
 
 
+@pytest.mark.parametrize(("words", "digits"), [
+    ("zero point seven three metres", "0.73 metres"), ("two point six times", "2.6 times"),
+    ("nineteen point nine five percent", "19.95 percent"), ("one point eight percent", "1.8 percent"),
+    ("ноль целых шесть десятых градуса Цельсия", "0.6 градуса Цельсия"), ("шесть десятых градуса", "0.6 градуса"),
+    ("одна целая двадцать пять сотых м", "1.25 м"),
+])
+def test_decimals_in_words_read_as_digits(words: str, digits: str) -> None:
+    assert spelled_as_digits(words) == digits
+
+
 @pytest.mark.parametrize("text", ["one of the lakes", "the one with most ice", "two three", "a thousand",
-                                  "Cassiope", "no one knows"])
+                                  "Cassiope", "no one knows", "at one point the ice broke", "the point is"])
 def test_words_that_are_no_number_stay_words(text: str) -> None:
     assert spelled_as_digits(text) == text
 
@@ -159,17 +191,17 @@ def test_generated_equivalent_forms_are_never_false() -> None:
     failures: list[str] = []
     checked = 0
     for answer in _random_answers(400):
-        for form in converted_forms(answer) + worded_forms(answer):
+        for form in converted_forms(answer) + worded_forms(answer) + decimal_worded_forms(answer):
             checked += 1
             _check_equivalent(answer, form, failures)
-    assert checked > 600, checked
+    assert checked > 700, checked
     assert failures == []
 
 
 def test_generated_equivalent_forms_leak_through_the_question() -> None:
     missed = []
     for answer in _random_answers(200):
-        for form in converted_forms(answer) + worded_forms(answer):
+        for form in converted_forms(answer) + worded_forms(answer) + decimal_worded_forms(answer):
             if answer_leak("How large was the change in the monitored quantity?", f"It changed by {form}.",
                            answer) is None:
                 missed.append((answer, form))
@@ -199,6 +231,10 @@ def test_an_unknown_unit_is_undecided_never_wrong(gold: str, reply: str) -> None
     ("27%", "forty percent", "mismatch"), ("27%", "twenty-seven percent", "match"),
     ("27%", "Not stated in the evidence.", "mismatch"), ("Cassiope", "Cannot be determined from the spans.", "mismatch"),
     ("195 см", "В тексте не указано.", "mismatch"), ("Cassiope", "Cassiope", "match"),
+    ("0.9 °C", "zero point four degrees Celsius", "mismatch"), ("0.9 °C", "zero point nine degrees Celsius", "match"),
+    ("2.6 times", "five point two times", "mismatch"),
+    ("0,6 °C", "ноль целых шесть десятых градуса Цельсия", "match"),
+    ("0,6 °C", "ноль целых девять десятых градуса Цельсия", "mismatch"),
 ])
 def test_matcher_reads_words_and_non_answers(gold: str, reply: str, decision: str) -> None:
     assert match_answers(gold, reply) == decision
@@ -215,7 +251,7 @@ def test_no_equivalent_form_of_a_v1_answer_is_false(arcticqa_v1: Path) -> None:
     failures: list[str] = []
     checked = 0
     for answer in _v1_numeric_golds(arcticqa_v1):
-        for form in converted_forms(answer) + worded_forms(answer):
+        for form in converted_forms(answer) + worded_forms(answer) + decimal_worded_forms(answer):
             checked += 1
             _check_equivalent(answer, form, failures)
     assert checked > 100, checked

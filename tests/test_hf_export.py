@@ -119,7 +119,7 @@ def test_published_items_round_trip_through_parquet(arcticqa_v1: Path, tmp_path:
 
 
 def test_hf_bytes_are_deterministic_and_the_card_declares_the_configs(tmp_path: Path) -> None:
-    items = [make_item(n) for n in range(4)]
+    items = [make_item(n, answer_match=("deterministic-match", "model-verified", None)[n % 3]) for n in range(4)]
     first = export(items, tmp_path / "a", format="hf")
     second = export(list(reversed(items)), tmp_path / "b", format="hf")
     names = sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file())
@@ -130,6 +130,8 @@ def test_hf_bytes_are_deterministic_and_the_card_declares_the_configs(tmp_path: 
     manifest = json.loads((first / "MANIFEST.json").read_text())
     assert {"data/items.parquet", "data/answer_present.parquet", "data/answer_absent.parquet"} <= set(manifest["files"])
     assert_hf_release_reads_back(first, tmp_path / "cache")
+    assert load(first, "items", tmp_path / "cache")["answer_match"] == [
+        "deterministic-match", "model-verified", None, "deterministic-match"]
     card = huggingface_hub.DatasetCard.load(first / "README.md")
     assert card.data.license == "cc-by-4.0" and card.data.language == ["en"]
 

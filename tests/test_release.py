@@ -89,6 +89,43 @@ def test_export_is_byte_deterministic(tmp_path: Path) -> None:
     assert len(_tree(a)) == 7
 
 
+def test_answer_match_is_recorded_and_the_card_counts_rule_and_model_verdicts(tmp_path: Path) -> None:
+    items = [make_item(1, answer_match="deterministic-match", verification="deterministic-contradiction"),
+             make_item(2, answer_match="deterministic-match"),  # two of its distractors are model-verified
+             make_item(3, answer_match="model-verified", verification="deterministic-contradiction")]
+    out = export(items, tmp_path / "rel")
+    rows = [json.loads(line) for line in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["answer_match"] for r in rows] == ["deterministic-match", "deterministic-match", "model-verified"]
+    keys = list(rows[0])
+    assert keys.index("answer_match") == keys.index("answer_unit") + 1
+    counts = json.loads((out / "MANIFEST.json").read_text())["counts"]
+    assert counts["items_by_answer_match"] == {"deterministic-match": 2, "model-verified": 1}
+    assert counts["distractors_by_verification"] == {"deterministic-contradiction": 10, "model-verified": 2}
+    assert counts["items_all_deterministic"] == 1
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "| Answer match (3 items) | 2 `deterministic-match` | 1 `model-verified` |\n" in card
+    assert ("| Distractor contradicts the evidence (12 distractors) | 10 `deterministic-contradiction` "
+            "| 2 `model-verified` |\n") in card
+    assert "1 of 3 items had every part decided by a rule" in card and "Not recorded" not in card
+    assert "the other 2 rest on at least one model verdict." in card
+    assert validate_release(out).ok
+    ruled = (export(items[:1], tmp_path / "ruled") / "README.md").read_text(encoding="utf-8")
+    assert "Every item had every part decided by a rule" in ruled
+
+
+def test_a_release_without_answer_match_still_validates(tmp_path: Path) -> None:
+    # releases written before the answer match was recorded (and ArcticQA v1) leave the key out
+    out = export([make_item(1), make_item(2, answer_match="model-verified")], tmp_path / "rel")
+    rows = [json.loads(line) for line in (out / "items.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert "answer_match" not in rows[0] and rows[1]["answer_match"] == "model-verified"
+    assert validate_release(out).ok
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "| Answer match (2 items) | 0 `deterministic-match` | 1 `model-verified` | 1 |" in card
+    assert "0 of 2 items had every part decided by a rule" in card
+    assert json.loads((out / "MANIFEST.json").read_text())["counts"]["items_by_answer_match"] == {
+        "model-verified": 1, "not-recorded": 1}
+
+
 def test_evidence_text_only_with_include_evidence(tmp_path: Path) -> None:
     plain = export([make_item(1)], tmp_path / "plain")
     item = json.loads((plain / "items.jsonl").read_text())
@@ -188,6 +225,8 @@ MALFORMED = [
     ("wrong_type", _obj_edit(2, lambda o: o.update(numeric_answer="yes")), "release.schema", 3,
      "numeric_answer"),
     ("extra_field", _obj_edit(0, lambda o: o.update(surprise=1)), "release.schema", 1, "surprise"),
+    ("unknown_answer_match", _obj_edit(1, lambda o: o.update(answer_match="by-hand")), "release.schema", 2,
+     "answer_match"),
     ("repeated_distractor", _obj_edit(0, lambda o: o["distractors"][1].update(text=o["gold_answer"].upper())),
      "release.distractor_duplicate", 1, "distractors[1].text"),
 ]

@@ -28,6 +28,10 @@ def test_sample_extend_and_report(tmp_path: Path) -> None:
     assert first.exit_code == 0, first.output
     assert "6 assignment(s) added, 6 in all" in first.output  # 4 accepted + 2 rejected; nobody to double with
     assert "accepted: 4 of 6 item(s) sampled" in first.output
+    # the fixture's distractors are all model-verified: every accepted item is model-decided
+    assert "model-decided: 4 of 6 sampled (6 of 6 accepted item(s); weight 3.0)" in first.output
+    weight = runner.invoke(app, ["review", "sample", "-c", str(config), "--model-weight", "0.5"])
+    assert weight.exit_code == 2 and "--model-weight must be between 1 and 100" in weight.output
     second = runner.invoke(app, ["review", "sample", "-c", str(config), "--credit", "ben"])
     assert second.exit_code == 0 and "extended" in second.output and "ben: 0 primary, 1 second" in second.output
     seed = runner.invoke(app, ["review", "sample", "-c", str(config), "--seed", "5"])

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from arcticqa.errors import InputError
-from arcticqa.review.items import ReviewItem, load_review_items
+from arcticqa.review.items import FIRST_DIMENSIONS, ReviewItem, decided_by, load_review_items
 from arcticqa.review.plan import SamplingRequest, extend_plan
+from arcticqa.review.report import build_report
 from arcticqa.store.reviews import get_plan, plan_assignments, save_plan
-from arcticqa.store.tables import ReviewAssignment
-from tests.review_fixtures import make_review_store
+from arcticqa.store.tables import ItemRow, ReviewAssignment, ReviewPlan, ReviewVerdict
+from tests.review_fixtures import item_payload, make_review_store
 
 
 def _items(n: int, *, rejected: int = 0, start: int = 0) -> list[ReviewItem]:
@@ -102,4 +103,95 @@ def test_the_plan_is_stored_and_extends_in_the_store(tmp_path: Path) -> None:
     assert [(a.id, a.item_key, a.slot, a.reviewer, a.position, a.content_hash) for a in after
             if a.id in {b[0] for b in before}] == before
     assert len(after) == len(before) + len(added) and len(added) >= 3
+    store.close()
+
+
+def _decided(n: int, *, model_every: int = 4) -> list[ReviewItem]:
+    """``n`` accepted items, every ``model_every``-th with a model-decided verdict."""
+    items = _items(n)
+    for i, item in enumerate(items):
+        model = i % model_every == 0
+        item.strata["decided_by"] = "model" if model else "rule"
+        item.answer_match = "model-verified" if model else "deterministic-match"
+    return items
+
+
+def _model_share(rows: list[ReviewAssignment], items: list[ReviewItem]) -> float:
+    model = {i.key for i in items if i.strata.get("decided_by") == "model"}
+    primary = [a for a in rows if a.slot == 1 and a.population == "accepted"]
+    return sum(a.item_key in model for a in primary) / len(primary)
+
+
+def test_model_decided_items_are_oversampled_reproducibly() -> None:
+    items = _decided(400)  # a quarter model-decided
+    req = SamplingRequest(reviewers=["ana"], n=80)
+    plan, rows = extend_plan(None, [], items, req)
+    assert plan.params is not None and plan.params["model_weight"] == 3.0
+    assert plan.params["dimensions"][-1] == "decided_by"
+    assert all(a.stratum.endswith((" | model", " | rule")) for a in rows)
+    # weight 3: model strata get 3 x 100 of 3 x 100 + 300 shares, half the sample instead of a quarter
+    assert _model_share(rows, items) == pytest.approx(0.5, abs=0.04) and _model_share(rows, items) > 0.25
+    shuffled = list(items)
+    random.Random(2).shuffle(shuffled)
+    assert _rows(extend_plan(None, [], shuffled, req)[1]) == _rows(rows)  # the seed fixes the draw
+    assert _rows(extend_plan(None, [], items, req.model_copy(update={"seed": 21}))[1]) != _rows(rows)
+    proportional = extend_plan(None, [], items, req.model_copy(update={"model_weight": 1.0}))[1]
+    assert _model_share(proportional, items) == pytest.approx(0.25, abs=0.04)
+
+
+def test_oversampling_keeps_the_half_width_and_the_estimate_unbiased() -> None:
+    items = _decided(400)
+    plan, rows = extend_plan(None, [], items, SamplingRequest(reviewers=["ana"], half_width=0.1))
+    proportional = extend_plan(None, [], items, SamplingRequest(reviewers=["ana"], half_width=0.1, model_weight=1))[1]
+    # oversampling costs precision on the overall rate: the sample grows so Kish's n_eff still meets it
+    assert sum(a.slot == 1 for a in rows) > sum(a.slot == 1 for a in proportional)
+    # every model-decided item is wrong and no rule-decided one: the truth is a quarter, the sample holds about half
+    verdicts = [ReviewVerdict(id=k, plan_id="main", item_key=a.item_key, reviewer=a.reviewer,
+                              verdict="reject" if a.stratum.endswith("model") else "accept",
+                              failure_types=["review.other"] if a.stratum.endswith("model") else [],
+                              content_hash=next(i.content_hash for i in items if i.key == a.item_key))
+                for k, a in enumerate(rows, 1) if a.slot == 1]
+    assert sum(v.verdict == "reject" for v in verdicts) / len(verdicts) > 0.4
+    report = build_report(plan, rows, verdicts, items)
+    assert report.residual_error.rate == pytest.approx(0.25)
+    assert report.residual_error.n_effective < report.residual_error.n
+    assert report.by_decision["model"].rate == 1.0 and report.by_decision["rule"].rate == 0.0
+    assert list(report.by_decision) == ["rule", "model"]
+
+
+def test_a_plan_drawn_before_decided_by_keeps_its_strata() -> None:
+    items = _decided(120)
+    legacy = ReviewPlan(id="main", seed=20, reviewers=["ana"],
+                        params={"seed": 20, "half_width": 0.05, "expected_rate": 0.5, "double_share": 0.2, "n": 30,
+                                "credited": []})
+    plan, rows = extend_plan(legacy, [], items, SamplingRequest())
+    assert plan.params is not None and "dimensions" not in plan.params and "model_weight" not in plan.params
+    assert plan.strata is not None
+    assert set(plan.strata["accepted"]) == {i.stratum_in(FIRST_DIMENSIONS) for i in items}
+    assert {a.stratum for a in rows} <= set(plan.strata["accepted"])
+    verdicts = [ReviewVerdict(id=k, plan_id="main", item_key=a.item_key, reviewer="ana", verdict="accept",
+                              content_hash=next(i.content_hash for i in items if i.key == a.item_key))
+                for k, a in enumerate(rows, 1)]
+    report = build_report(plan, rows, verdicts, items)
+    assert report.residual_error.n == 30 and report.coverage == 1.0 and report.by_decision == {}
+    with pytest.raises(InputError, match="before model-decided items were a stratum"):
+        extend_plan(plan, rows, items, SamplingRequest(model_weight=3))
+    with pytest.raises(InputError, match="--model-weight"):
+        extend_plan(None, [], items, SamplingRequest(reviewers=["ana"], model_weight=0.5))
+
+
+def test_who_decided_is_read_from_the_stored_item(tmp_path: Path) -> None:
+    store = make_review_store(tmp_path / "s.db", accepted=1, rejected=1)  # model-verified distractors
+    for i, confidence in ((7, "deterministic"), (8, "model")):
+        payload = item_payload(i) | {"answer_match_confidence": confidence}
+        payload["distractors"] = [d | {"verification": "deterministic-contradiction"} for d in payload["distractors"]]
+        pid = f"paper{i:036d}"
+        store.record_run(pid, "accept", f"fd-{i}/r0", input_hash=f"h{i}", status="succeeded",
+                         evidence=[ItemRow(stage_run_id=0, paper_id=pid, subject=f"fd-{i}/r0",
+                                           item_id=payload["item_id"], payload=payload)])
+    got = {i.key: (i.answer_match, i.strata.get("decided_by")) for i in load_review_items(store.engine)}
+    assert got == {"aqa-test0000": (None, "model"),  # the answer match predates the record; a distractor decides
+                   "aqa-test0007": ("deterministic-match", "rule"), "aqa-test0008": ("model-verified", "model"),
+                   "rejected0000000000000000000000000000"[:12] + ":fd-r0/r0": (None, None)}
+    assert decided_by(None, ["deterministic-contradiction"]) == "unknown"
     store.close()

@@ -12,6 +12,7 @@ from arcticqa.review.stats import (
     Z95,
     allocate,
     cohen_kappa,
+    effective_size,
     krippendorff_alpha,
     proportion,
     sample_size,
@@ -93,6 +94,30 @@ def test_allocation_is_proportional_and_covers_every_stratum() -> None:
         assert sum(got.values()) == n and all(0 <= got[h] <= sizes[h] for h in sizes)
         if n >= sum(1 for v in sizes.values() if v):
             assert all(got[h] >= 1 for h, v in sizes.items() if v)
+
+
+def test_weighted_allocation_oversamples_and_never_exceeds_a_stratum() -> None:
+    # "m" weighs 3: one item each, then 14 in shares 60 : 3·20 : 20 -> 6 : 6 : 2
+    assert allocate(17, {"r": 60, "m": 20, "u": 20}, {"m": 3.0}) == {"r": 7, "m": 7, "u": 3}
+    # proportional, for contrast: 14 in shares 60 : 20 : 20 -> 8.4 : 2.8 : 2.8, largest remainders
+    assert allocate(17, {"r": 60, "m": 20, "u": 20}) == {"r": 9, "m": 4, "u": 4}
+    # a weight no stratum can honour: "m" takes all it holds, the rest goes to the others
+    assert allocate(20, {"r": 90, "m": 5}, {"m": 50.0}) == {"r": 15, "m": 5}
+    assert allocate(10, {"a": 50, "b": 30, "c": 20}, {}) == allocate(10, {"a": 50, "b": 30, "c": 20})
+    rng = random.Random(4)
+    for _ in range(200):
+        sizes = {f"s{h}": rng.randint(0, 40) for h in range(rng.randint(1, 6))}
+        weights = {h: rng.choice([1.0, 2.0, 3.0, 10.0]) for h in sizes}
+        n = rng.randint(0, sum(sizes.values()))
+        got = allocate(n, sizes, weights)
+        assert sum(got.values()) == n and all(0 <= got[h] <= sizes[h] for h in sizes)
+
+
+def test_effective_size_is_n_for_a_proportional_sample_and_less_when_oversampled() -> None:
+    assert effective_size({"a": 5, "b": 3, "c": 2}, {"a": 50, "b": 30, "c": 20}) == pytest.approx(10)
+    # 80 rule items (4 sampled, weight 20 each), 20 model items (6 sampled, weight 10/3): 100² / (1600 + 66.7)
+    assert effective_size({"r": 4, "m": 6}, {"r": 80, "m": 20}) == pytest.approx(10000 / (1600 + 400 / 6))
+    assert effective_size({"r": 0}, {"r": 80}) == 0.0
 
 
 def test_cohen_kappa_by_hand() -> None:

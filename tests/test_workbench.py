@@ -119,9 +119,11 @@ def test_blind_mode_hides_machine_labels_until_answered(store: Store) -> None:
     client = TestClient(create_app(store.engine, reviewer="ana"))
     before = client.get("/item/1").text
     assert "model-verified" not in before and 'id="machine-verdict"' not in before and 'id="blind-note"' in before
+    assert 'id="decided-by"' not in before and "decided by" not in before  # the sampling stratum too
     _answer(client, 1, "accept")
     after = client.get("/item/1").text
     assert "model-verified" in after and 'id="machine-verdict"' in after
+    assert "verdicts decided by: model" in after  # its distractors are model-verified
     seeing = TestClient(create_app(store.engine, reviewer="ben", blind=False)).get("/item/1").text
     assert "model-verified" in seeing
 

@@ -40,6 +40,9 @@ def sample_cmd(
         "--rejected-n", help="Rejected candidates to sample (default: from --half-width).")] = None,
     double_share: Annotated[float | None, typer.Option(
         "--double-share", help="Share of sampled items given to a second reviewer (default 0.2).")] = None,
+    model_weight: Annotated[float | None, typer.Option(
+        "--model-weight", help="Oversample model-decided items: their strata get this many times their "
+                               "proportional share (default 3; 1 samples in proportion).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of a new plan (default 20; a plan keeps its seed).")
                     ] = None,
     config: ConfigOption = None,
@@ -50,7 +53,7 @@ def sample_cmd(
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import load_settings
     from arcticqa.review.items import load_review_items
-    from arcticqa.review.plan import SamplingRequest, extend_plan
+    from arcticqa.review.plan import SamplingRequest, extend_plan, plan_dimensions
     from arcticqa.store import open_existing_store
     from arcticqa.store.reviews import get_plan, plan_assignments, save_plan
 
@@ -59,9 +62,10 @@ def sample_cmd(
         old = get_plan(store.engine, plan)
         existing = plan_assignments(store.engine, plan)
         req = SamplingRequest(plan_id=plan, seed=seed, half_width=half_width, n=n, rejected_n=rejected_n,
-                              expected_rate=expected_rate, double_share=double_share, reviewers=reviewer or [],
-                              credited=credit or [])
-        new_plan, added = extend_plan(old, existing, load_review_items(store.engine), req)
+                              expected_rate=expected_rate, double_share=double_share, model_weight=model_weight,
+                              reviewers=reviewer or [], credited=credit or [])
+        items = load_review_items(store.engine)
+        new_plan, added = extend_plan(old, existing, items, req)
         save_plan(store.engine, new_plan, added)
         rows = [*existing, *added]
     finally:
@@ -73,6 +77,13 @@ def sample_cmd(
         sampled = sum(1 for a in rows if a.population == population and a.slot == 1)
         console.print(f"  {population}: {sampled} of {sum(sizes.values())} item(s) sampled over "
                       f"{len(sizes)} strat{'um' if len(sizes) == 1 else 'a'}", highlight=False)
+    if "decided_by" in plan_dimensions(new_plan.params)["accepted"]:
+        model = {i.key for i in items if i.population == "accepted" and i.strata.get("decided_by") == "model"}
+        accepted = sum(1 for i in items if i.population == "accepted")
+        taken = sum(1 for a in rows if a.population == "accepted" and a.slot == 1 and a.item_key in model)
+        weight = (new_plan.params or {}).get("model_weight", 1)
+        console.print(f"  model-decided: {taken} of {len(model)} sampled ({len(model)} of {accepted} accepted item(s); "
+                      f"weight {weight})", highlight=False, soft_wrap=True)
     for name in new_plan.reviewers or []:
         console.print(f"  {name}: {per[(name, 1)]} primary, {per[(name, 2)]} second review(s)", highlight=False)
 

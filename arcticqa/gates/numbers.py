@@ -130,6 +130,8 @@ _CYRILLIC_UNITS = {"мкм": "µm", "км": "km", "см": "cm", "мм": "mm", "�
                    **dict.fromkeys(("метр", "метра", "метров"), "m"),
                    **dict.fromkeys(("километр", "километра", "километров"), "km"),
                    **dict.fromkeys(("сантиметр", "сантиметра", "сантиметров"), "cm"),
+                   **dict.fromkeys(("миллиметр", "миллиметра", "миллиметров"), "mm"),
+                   **dict.fromkeys(("градус Цельсия", "градуса Цельсия", "градусов Цельсия"), "°C"),
                    **dict.fromkeys(("тонна", "тонны", "тонн"), "t"),
                    **dict.fromkeys(("день", "дня", "дней", "суток"), "d")}
 _CYR = "|".join(sorted((re.escape(k) for k in _CYRILLIC_UNITS), key=len, reverse=True))

@@ -1,5 +1,6 @@
 """Numbers written in words, English and Russian: ``eight percentage points`` is 8 percentage
-points, ``twenty-seven percent`` 27 %, ``сорок процентов`` 40 %.
+points, ``twenty-seven percent`` 27 %, ``сорок процентов`` 40 %, ``zero point seven three metres``
+0.73 m, ``ноль целых шесть десятых градуса`` 0.6 degrees.
 
 :func:`spelled_as_digits` rewrites the text with each run of number words replaced by its digits,
 so the number grammar (:mod:`arcticqa.gates.numbers`) reads it with its unit. It is applied only
@@ -93,44 +94,102 @@ def _run_value(values: list[tuple[str, int]]) -> int | None:
     return total + current
 
 
+#: English decimals: "zero point seven three", "two point six"
+_EN_DIGITS = {**{w: str(k) for k, w in enumerate("zero one two three four five six seven eight nine".split())},
+              "oh": "0", "nought": "0", "naught": "0"}
+#: Russian decimals: "ноль целых шесть десятых", "одна целая двадцать пять сотых", "шесть десятых"
+_RU_WHOLE = frozenset("целых целая целое целой".split())
+_RU_FRACTION = {**dict.fromkeys("десятых десятая десятые десятой".split(), 1),
+                **dict.fromkeys("сотых сотая сотые сотой".split(), 2),
+                **dict.fromkeys("тысячных тысячная тысячные тысячной".split(), 3)}
+
+
+def _read_run(text: str, words: list[re.Match[str]], k: int) -> tuple[list[tuple[str, int]], int] | None:
+    """The run of number words starting at word ``k``: (their values, index of its last word)."""
+    first = _value_of(words[k].group(0))
+    if first is None:
+        return None
+    run = [first]
+    end = k
+    j = k + 1
+    while j < len(words):
+        gap = text[words[j - 1].end():words[j].start()]
+        word = words[j].group(0)
+        if gap.strip() == "" and _value_of(word) is not None:
+            run.append(_value_of(word))  # type: ignore[arg-type]
+            end = j
+            j += 1
+        elif gap.strip() == "" and word.casefold() in ("and", "и") and j + 1 < len(words) \
+                and run[-1][0] == "scale" and _value_of(words[j + 1].group(0)) is not None \
+                and text[words[j].end():words[j + 1].start()].strip() == "":
+            j += 1  # "one hundred and twenty"
+        else:
+            break
+    return run, end
+
+
+def _decimal_tail(text: str, words: list[re.Match[str]], end: int, whole: int) -> tuple[str, int] | None:
+    """The decimal a whole number in words ending at word ``end`` goes on into, as digits, and the
+    index of its last word: "zero point seven three" → "0.73", "ноль целых шесть десятых" → "0.6",
+    "шесть десятых" → "0.6"."""
+    def next_word(i: int) -> str | None:
+        if i >= len(words) or text[words[i - 1].end():words[i].start()].strip():
+            return None
+        return words[i].group(0).casefold()
+
+    word = next_word(end + 1)
+    if word == "point":
+        digits = []
+        i = end + 2
+        while (w := next_word(i)) is not None and w in _EN_DIGITS:
+            digits.append(_EN_DIGITS[w])
+            i += 1
+        return (f"{whole}.{''.join(digits)}", i - 1) if digits else None
+    if word in _RU_FRACTION:  # "шесть десятых": the run was the fraction itself
+        places = _RU_FRACTION[word]
+        return (f"0.{whole:0{places}d}", end + 1) if whole < 10 ** places else None
+    if word in _RU_WHOLE and end + 2 < len(words) and next_word(end + 2) is not None:
+        got = _read_run(text, words, end + 2)
+        if got is None:
+            return None
+        run, last = got
+        fraction = _run_value(run)
+        unit = next_word(last + 1)
+        if fraction is None or unit not in _RU_FRACTION or fraction >= 10 ** _RU_FRACTION[unit]:
+            return None
+        return f"{whole}.{fraction:0{_RU_FRACTION[unit]}d}", last + 1
+    return None
+
+
 @lru_cache(maxsize=4096)
 def spelled_as_digits(text: str) -> str:
     """``text`` with every run of number words replaced by its digits ("twenty-seven percent" →
     "27 percent", "one hundred and twenty days" → "120 days", "восемь процентов" → "8
-    процентов"). Text without number words comes back unchanged."""
+    процентов", "zero point seven three metres" → "0.73 metres", "ноль целых шесть десятых
+    градуса" → "0.6 градуса"). Text without number words comes back unchanged."""
     words = list(_WORD.finditer(text))
     out: list[str] = []
     at = 0
     k = 0
     while k < len(words):
-        first = _value_of(words[k].group(0))
-        if first is None:
+        got = _read_run(text, words, k)
+        if got is None:
             k += 1
             continue
-        run = [first]
-        end = k
-        j = k + 1
-        while j < len(words):
-            gap = text[words[j - 1].end():words[j].start()]
-            word = words[j].group(0)
-            if gap.strip() == "" and _value_of(word) is not None:
-                run.append(_value_of(word))  # type: ignore[arg-type]
-                end = j
-                j += 1
-            elif gap.strip() == "" and word.casefold() in ("and", "и") and j + 1 < len(words) \
-                    and run[-1][0] == "scale" and _value_of(words[j + 1].group(0)) is not None \
-                    and text[words[j].end():words[j + 1].start()].strip() == "":
-                j += 1  # "one hundred and twenty"
-            else:
-                break
+        run, end = got
+        first = run[0]
         value = _run_value(run)
+        digits = str(value)
+        tail = _decimal_tail(text, words, end, value) if value is not None else None
+        if tail is not None:
+            digits, end = tail
         start, stop = words[k].start(), words[end].end()
         lone_one = end == k and words[k].group(0).casefold() in _ONE
         if value is None or (lone_one and not _unit_follows(text, stop)) or (end == k and first[0] == "scale"):
             k = end + 1
             continue
         out.append(text[at:start])
-        out.append(str(value))
+        out.append(digits)
         at = stop
         k = end + 1
     if not out:

@@ -18,6 +18,7 @@ from arcticqa.config import Settings
 from arcticqa.llm.prompts import PROMPTS_DIR
 from arcticqa.pipeline.funnel import funnel_counts
 from arcticqa.release.models import (
+    ANSWER_MATCH,
     Construction,
     Distractor,
     EvidenceRef,
@@ -64,6 +65,7 @@ def release_items(store: Store) -> list[ReleaseItem]:
                                   end=e["end"], sha256=e["sha256"], text=texts.get(e["id"]))
                       for e in p.get("evidence_spans", [])],
             claim_type=p.get("claim_type"), scope=p.get("scope"), answer_unit=p.get("answer_unit"),
+            answer_match=ANSWER_MATCH.get(p.get("answer_match_confidence") or ""),
             source_license=SourceLicense(license=licence, url=oa.url if oa else None,
                                          redistributable=license_allows_redistribution(licence)),
         ))

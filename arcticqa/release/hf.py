@@ -73,7 +73,7 @@ def _item_schema(pa: Any) -> pa.Schema:
             ("end", pa.int64()), ("sha256", text), ("text", text)]))),
         ("claim_type", text),
         ("scope", pa.list_(pa.struct([("dimension", text), ("value", text)]))),
-        ("answer_unit", text),
+        ("answer_unit", text), ("answer_match", text),
         ("source_license", pa.struct([("license", text), ("url", text), ("redistributable", pa.bool_())])),
     ])
 

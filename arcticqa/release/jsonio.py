@@ -35,7 +35,7 @@ _NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
 
 # additions that are left out when empty, so a v1 record serialises byte-identically
 _OPTIONAL_ITEM_KEYS = ("eval_set_id", "candidate_hash", "evidence", "claim_type", "scope",
-                       "answer_unit", "source_license")
+                       "answer_unit", "answer_match", "source_license")
 _OPTIONAL_PAPER_KEYS = ("title", "year", "publication_date")
 
 

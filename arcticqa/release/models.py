@@ -33,6 +33,8 @@ __all__ = [
     "ItemStatus",
     "LanguageScript",
     "Verification",
+    "AnswerMatch",
+    "ANSWER_MATCH",
     "Distractor",
     "PaperRef",
     "Construction",
@@ -67,6 +69,14 @@ FUNNEL_STEPS: tuple[str, ...] = (
 ItemStatus = Literal["machine_accepted_unverified", "expert_verified"]
 LanguageScript = Literal["latin", "cyrillic", "mixed"]
 Verification = Literal["deterministic-contradiction", "model-verified"]
+#: how the blind reconstruction's answer was matched to the gold answer: a rule of the answer
+#: matcher proved them equal (``deterministic-match``), or the matcher could not decide and the
+#: verifier model judged them equivalent (``model-verified``, the distractors' word for a verdict
+#: that rests on a model)
+AnswerMatch = Literal["deterministic-match", "model-verified"]
+#: an accepted item's ``answer_match_confidence`` in the store (the verify step's
+#: ``match_confidence``) -> its ``answer_match`` in a release
+ANSWER_MATCH: dict[str, AnswerMatch] = {"deterministic": "deterministic-match", "model": "model-verified"}
 
 _SHA256 = r"^[0-9a-f]{64}$"
 
@@ -159,6 +169,11 @@ class ReleaseItem(_Strict):
     claim_type: str | None = Field(default=None, description="observation|association|causal|definition")
     scope: dict[str, str | None] | None = Field(default=None, description="scope dimension -> value")
     answer_unit: str | None = None
+    answer_match: AnswerMatch | None = Field(
+        default=None, description="arcticqa addition: deterministic-match when the answer matcher proved the "
+                                  "blind reconstruction equal to the gold answer, model-verified when the "
+                                  "verifier model judged them equivalent (absent in releases made before it "
+                                  "was recorded)")
     source_license: SourceLicense | None = None
 
     def distractor(self, rank: int) -> Distractor | None:

@@ -100,12 +100,20 @@ def _prepare(items: list[ReleaseItem], *, include_evidence: bool,
     return kept, excluded
 
 
+def _all_deterministic(item: ReleaseItem) -> bool:
+    """The item's answer match and every distractor's contradiction were decided by a rule."""
+    return (item.answer_match == "deterministic-match"
+            and all(d.verification == "deterministic-contradiction" for d in item.distractors))
+
+
 def _counts(items: list[ReleaseItem], n_conditions: int, n_excluded: int) -> dict[str, Any]:
     distractors = [d for it in items for d in it.distractors]
     return {
         "items": len(items),
         "conditions": n_conditions,
         "excluded_items": n_excluded,
+        "items_by_answer_match": dict(sorted(Counter(it.answer_match or "not-recorded" for it in items).items())),
+        "items_all_deterministic": sum(1 for it in items if _all_deterministic(it)),
         "distractors": len(distractors),
         "distractors_by_verification": dict(sorted(Counter(d.verification for d in distractors).items())),
         "language_script": dict(sorted(Counter(it.language_script for it in items).items())),

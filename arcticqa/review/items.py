@@ -11,22 +11,29 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
-from arcticqa.release.models import ABSTAIN_TEXT
+from arcticqa.release.models import ABSTAIN_TEXT, ANSWER_MATCH
 from arcticqa.store.db import read_session
 from arcticqa.store.tables import ItemRow, Paper, RejectionRow, SpanRow, StageRun
 
-__all__ = ["Population", "ReviewSpan", "ReviewOption", "ReviewItem", "STRATUM_DIMENSIONS",
-           "REJECTED_AT", "load_review_items", "content_hash", "rejected_key"]
+__all__ = ["Population", "ReviewSpan", "ReviewOption", "ReviewItem", "STRATUM_DIMENSIONS", "FIRST_DIMENSIONS",
+           "REJECTED_DIMENSIONS", "REJECTED_AT", "load_review_items", "content_hash", "rejected_key", "decided_by"]
 
 Population = Literal["accepted", "rejected"]
-#: the dimensions accepted items are stratified by, in the order a stratum key lists them
-STRATUM_DIMENSIONS: tuple[str, ...] = ("answer_type", "claim_type", "language", "region")
+#: the dimensions accepted items are stratified by, in the order a stratum key lists them;
+#: ``decided_by`` is ``model`` when the answer match or any distractor's contradiction rests on a
+#: model's verdict, ``rule`` when every one was decided by a rule
+STRATUM_DIMENSIONS: tuple[str, ...] = ("answer_type", "claim_type", "language", "region", "decided_by")
+#: the dimensions of plans drawn before ``decided_by`` was one (a plan keeps its strata)
+FIRST_DIMENSIONS: tuple[str, ...] = ("answer_type", "claim_type", "language", "region")
+#: rejected candidates are stratified by the rule that rejected them
+REJECTED_DIMENSIONS: tuple[str, ...] = ("rule",)
 #: the construct steps whose rejections are sampled to estimate false rejections
 REJECTED_AT: tuple[str, ...] = ("verify", "option_check")
 
@@ -69,11 +76,19 @@ class ReviewItem(BaseModel):
     #: the machine's verdict: ``machine_accepted_unverified`` or the rule id that rejected it
     machine_status: str = ""
     machine_rules: list[str] = Field(default_factory=list)
+    #: how the blind reconstruction was matched to the gold answer (the release's ``answer_match``:
+    #: ``deterministic-match`` or ``model-verified``; None when not recorded); a machine label,
+    #: hidden in blind mode until the reviewer has answered
+    answer_match: str | None = None
     content_hash: str = ""
 
     @property
     def stratum(self) -> str:
         return " | ".join(self.strata.get(d, "unknown") for d in self.strata)
+
+    def stratum_in(self, dimensions: Sequence[str]) -> str:
+        """The stratum key over ``dimensions`` (a plan's; ``unknown`` for a dimension the item lacks)."""
+        return " | ".join(self.strata.get(d, "unknown") for d in dimensions)
 
 
 def content_hash(item: ReviewItem) -> str:
@@ -100,6 +115,15 @@ def _region(runs: dict[tuple[str, str, str], StageRun], paper_id: str) -> str:
         if site.get("verdict") == "eligible" and site.get("region"):
             return str(site["region"])
     return "unknown"
+
+
+def decided_by(answer_match: str | None, verifications: Sequence[str | None]) -> str:
+    """``model`` when the answer match or any distractor's contradiction rests on a model's verdict,
+    ``rule`` when a rule decided every one, ``unknown`` when the answer match is not recorded and no
+    distractor is model-verified."""
+    if answer_match == "model-verified" or "model-verified" in verifications:
+        return "model"
+    return "rule" if answer_match == "deterministic-match" else "unknown"
 
 
 def _finish(item: ReviewItem) -> ReviewItem:
@@ -153,6 +177,7 @@ def _accepted(row: ItemRow, paper: Paper | None, runs: dict[tuple[str, str, str]
                                     verification=d.get("verification"), rule=d.get("rule"), span_id=sid,
                                     span_text=texts.get(sid) if sid else None, answer_absent_only=d["rank"] == 3))
     options.append(ReviewOption(kind="abstain", text=ABSTAIN_TEXT))
+    answer_match = ANSWER_MATCH.get(str(p.get("answer_match_confidence") or ""))
     return _finish(ReviewItem(
         key=row.item_id, population="accepted", paper_id=row.paper_id, subject=row.subject,
         item_id=row.item_id, question=p.get("question", ""), question_context=p.get("question_context", ""),
@@ -163,8 +188,10 @@ def _accepted(row: ItemRow, paper: Paper | None, runs: dict[tuple[str, str, str]
         strata={"answer_type": str(p.get("answer_type") or ("numeric" if p.get("numeric_answer") else "text")),
                 "claim_type": str(p.get("claim_type") or "unknown"),
                 "language": str(p.get("language_script") or "unknown"),
-                "region": _region(runs, row.paper_id)},
-        machine_status=row.status, machine_rules=sorted({str(d["rule"]) for d in ranked if d.get("rule")})))
+                "region": _region(runs, row.paper_id),
+                "decided_by": decided_by(answer_match, [d.get("verification") for d in ranked])},
+        machine_status=row.status, machine_rules=sorted({str(d["rule"]) for d in ranked if d.get("rule")}),
+        answer_match=answer_match))
 
 
 def _rejected(run: StageRun, paper: Paper | None, runs: dict[tuple[str, str, str], StageRun],

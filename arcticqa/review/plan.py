@@ -1,31 +1,38 @@
 """The review plan: which items each reviewer judges, drawn reproducibly from the store.
 
-Accepted items are stratified (answer type, claim type, language, region) and sampled in
-proportion to stratum size; candidates rejected at verification or option check are sampled by
-the rule that rejected them, to estimate false rejections. Each item's place in the draw is a
-hash of the plan's seed and its key, so a draw never depends on the order the store lists items.
+Accepted items are stratified (answer type, claim type, language, region, and whether a model
+decided any of their verdicts) and sampled in proportion to stratum size, except that a stratum of
+model-decided items gets ``model_weight`` times its proportional share (oversampled: a model's
+verdict is where an error is likelier to hide); the report weights each stratum by its population
+size, so the error-rate estimate stays unbiased. Candidates rejected at verification or option
+check are sampled by the rule that rejected them, to estimate false rejections. Each item's place in
+the draw is a hash of the plan's seed and its key, so a draw never depends on the order the store
+lists items.
 
 A plan only grows. Extending it (more reviewers, new items in the store, a larger size) adds
 assignment rows and never changes one: an item sampled before stays sampled with its reviewer.
-The stratum sizes are stored with the plan, so the report weights each stratum correctly.
+The stratum sizes and dimensions are stored with the plan, so the report weights each stratum
+correctly; a plan drawn before ``decided_by`` was a dimension keeps its four dimensions.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from arcticqa.errors import InputError
-from arcticqa.review.items import ReviewItem
-from arcticqa.review.stats import allocate, sample_size
+from arcticqa.review.items import FIRST_DIMENSIONS, REJECTED_DIMENSIONS, STRATUM_DIMENSIONS, ReviewItem
+from arcticqa.review.stats import allocate, effective_size, sample_size
 from arcticqa.rules import Rule, rule
 from arcticqa.store.tables import ReviewAssignment, ReviewPlan
 
-__all__ = ["VERDICTS", "FAILURE_TYPES", "DISTRACTOR_TRUE", "failure_rule", "SamplingRequest", "extend_plan",
-           "draw_order"]
+__all__ = ["VERDICTS", "FAILURE_TYPES", "DISTRACTOR_TRUE", "MODEL_WEIGHT", "failure_rule", "SamplingRequest",
+           "extend_plan", "draw_order", "plan_dimensions", "stratum_of"]
 
 #: what a reviewer can answer
 VERDICTS: tuple[str, ...] = ("accept", "reject", "unsure")
@@ -60,12 +67,29 @@ class SamplingRequest(BaseModel):
     rejected_n: int | None = None
     expected_rate: float | None = None
     double_share: float | None = None
+    #: how many times its proportional share a stratum of model-decided items gets
+    model_weight: float | None = None
     reviewers: list[str] = Field(default_factory=list)
     #: reviewers who agree to be named in release cards (each is also added as a reviewer)
     credited: list[str] = Field(default_factory=list)
 
 
 _DEFAULTS = {"seed": 20, "half_width": 0.05, "expected_rate": 0.5, "double_share": 0.2}
+#: a new plan's ``model_weight``: a model-decided stratum gets three times its proportional share
+MODEL_WEIGHT = 3.0
+
+
+def plan_dimensions(params: dict[str, object] | None) -> dict[str, tuple[str, ...]]:
+    """Population -> the dimensions its strata are keyed by, as the plan with ``params`` drew them
+    (a plan stored before ``decided_by`` was a dimension has no ``dimensions`` and keeps the first four)."""
+    stored = (params or {}).get("dimensions")
+    accepted = tuple(str(d) for d in stored) if isinstance(stored, list) else FIRST_DIMENSIONS
+    return {"accepted": accepted, "rejected": REJECTED_DIMENSIONS}
+
+
+def stratum_of(item: ReviewItem, dimensions: dict[str, tuple[str, ...]]) -> str:
+    """The item's stratum key in a plan with these dimensions (see :func:`plan_dimensions`)."""
+    return item.stratum_in(dimensions[item.population])
 
 
 def draw_order(seed: int, key: str, purpose: str = "sample") -> str:
@@ -73,9 +97,24 @@ def draw_order(seed: int, key: str, purpose: str = "sample") -> str:
     return hashlib.sha256(f"{seed}\x00{purpose}\x00{key}".encode()).hexdigest()
 
 
-def _target(population: Sequence[ReviewItem], n: int | None, half_width: float, expected: float) -> int:
-    return min(len(population), n) if n is not None else sample_size(half_width, len(population),
-                                                                     expected_rate=expected)
+def _target(sizes: Counter[str], weights: dict[str, float], n: int | None, half_width: float,
+            expected: float) -> int:
+    """The sample size: ``n`` (at most the population), else the size for ``half_width``. When some
+    strata are oversampled, the size grows until Kish's effective sample size of the allocation
+    reaches the size a proportional sample would need, so the interval keeps its promised width."""
+    population = sum(sizes.values())
+    if n is not None:
+        return min(population, n)
+    want = sample_size(half_width, population, expected_rate=expected)
+    if not weights:
+        return want
+    size = want
+    for _ in range(100):
+        n_eff = effective_size(allocate(size, sizes, weights), sizes)
+        if n_eff >= want - 1e-9 or size >= population:
+            break
+        size = min(population, max(size + 1, math.ceil(size * want / n_eff)))
+    return size
 
 
 def _check(req: SamplingRequest, plan: ReviewPlan | None) -> None:
@@ -90,6 +129,12 @@ def _check(req: SamplingRequest, plan: ReviewPlan | None) -> None:
         value = getattr(req, name)
         if value is not None and value < 0:
             raise InputError(f"--{name.replace('_', '-')} must be 0 or more, not {value}")
+    if req.model_weight is not None:
+        if not 1 <= req.model_weight <= 100:
+            raise InputError(f"--model-weight must be between 1 and 100, not {req.model_weight}")
+        if plan is not None and "decided_by" not in plan_dimensions(plan.params)["accepted"]:
+            raise InputError(f"review plan {plan.id!r} was drawn before model-decided items were a stratum, so "
+                             "it cannot oversample them (start another plan with --plan NAME)")
     bad = [r for r in [*req.reviewers, *req.credited] if not r.strip() or len(r) > 80 or r != r.strip()]
     if bad:
         raise InputError(f"reviewer name {bad[0]!r} must be 1-80 characters without surrounding spaces")
@@ -99,9 +144,14 @@ def extend_plan(plan: ReviewPlan | None, existing: Sequence[ReviewAssignment], i
                 req: SamplingRequest) -> tuple[ReviewPlan, list[ReviewAssignment]]:
     """The plan (new or extended) and the assignment rows to add; existing rows are never changed."""
     _check(req, plan)
-    params = dict(_DEFAULTS) | dict((plan.params or {}) if plan else {})
+    if plan is None:  # a new plan is stratified by who decided the verdicts, and oversamples the models'
+        params: dict[str, Any] = dict(_DEFAULTS) | {"dimensions": list(STRATUM_DIMENSIONS),
+                                                    "model_weight": MODEL_WEIGHT}
+    else:
+        params = dict(_DEFAULTS) | dict(plan.params or {})
     params |= {k: v for k, v in req.model_dump(exclude={"plan_id", "reviewers", "credited"}).items()
                if v is not None}
+    dims = plan_dimensions(params)
     params["credited"] = sorted({*params.get("credited", []), *req.credited})
     seed = plan.seed if plan is not None else int(params["seed"])
     reviewers = list(plan.reviewers or []) if plan is not None else []
@@ -117,18 +167,24 @@ def extend_plan(plan: ReviewPlan | None, existing: Sequence[ReviewAssignment], i
     wanted = {"accepted": params.get("n"), "rejected": params.get("rejected_n")}
     for population in ("accepted", "rejected"):
         pop = [i for i in items if i.population == population]
-        sizes = Counter(i.stratum for i in pop)
+        stratum = {i.key: stratum_of(i, dims) for i in pop}
+        sizes = Counter(stratum.values())
         strata[population] = dict(sorted(sizes.items()))
-        quota = allocate(_target(pop, wanted[population], params["half_width"], params["expected_rate"]), sizes)
+        weights = {stratum[i.key]: float(params.get("model_weight", 1.0)) for i in pop
+                   if "decided_by" in dims[population] and i.strata.get("decided_by") == "model"}
+        weights = {h: w for h, w in weights.items() if w != 1.0}
+        size = _target(sizes, weights, wanted[population], params["half_width"], params["expected_rate"])
+        quota = allocate(size, sizes, weights)
         taken = Counter(by_key[i.key].stratum for i in pop if i.key in by_key)
         for item in sorted(pop, key=lambda i: draw_order(seed, i.key)):
-            if item.key in by_key or taken[item.stratum] >= quota.get(item.stratum, 0):
+            h = stratum[item.key]
+            if item.key in by_key or taken[h] >= quota.get(h, 0):
                 continue
-            taken[item.stratum] += 1
+            taken[h] += 1
             reviewer = min(reviewers, key=lambda r: (load[r], reviewers.index(r)))
             load[reviewer] += 1
             row = ReviewAssignment(plan_id=req.plan_id, item_key=item.key, population=population,
-                                   stratum=item.stratum, reviewer=reviewer, slot=1, position=position,
+                                   stratum=h, reviewer=reviewer, slot=1, position=position,
                                    content_hash=item.content_hash)
             position += 1
             by_key[item.key] = row

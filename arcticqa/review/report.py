@@ -1,7 +1,9 @@
 """The review report: what the verdicts of a plan measure.
 
 - residual error rate among accepted items, weighted by stratum, with its 95% interval, overall,
-  per failure type and per stratum;
+  per failure type, per stratum, and among rule-decided and model-decided items apart (every
+  estimate weights a stratum by its population size, so strata the plan oversampled, such as
+  model-decided items, count for their share of the population, not of the sample);
 - false-rejection rate among the sampled rejected candidates;
 - agreement on the doubly reviewed items (Cohen's kappa with two reviewers, Krippendorff's alpha
   with more; both are given when defined);
@@ -24,7 +26,7 @@ from sqlalchemy.engine import Engine
 
 from arcticqa.errors import InputError
 from arcticqa.review.items import ReviewItem, load_review_items
-from arcticqa.review.plan import DISTRACTOR_TRUE, FAILURE_TYPES, failure_rule
+from arcticqa.review.plan import DISTRACTOR_TRUE, FAILURE_TYPES, failure_rule, plan_dimensions, stratum_of
 from arcticqa.review.stats import Estimate, cohen_kappa, krippendorff_alpha, proportion, stratified_proportion
 from arcticqa.store.reviews import get_plan, list_plans, plan_assignments, plan_verdicts
 from arcticqa.store.tables import ReviewAssignment, ReviewPlan, ReviewVerdict
@@ -83,6 +85,10 @@ class ReviewReport(BaseModel):
     #: share of the accepted population in strata with at least one usable verdict
     coverage: float
     residual_error: Estimate
+    #: ``rule`` / ``model`` (/ ``unknown``) -> the residual error rate among accepted items whose
+    #: verdicts a rule decided, or a model decided at least one of; empty for a plan drawn before
+    #: ``decided_by`` was a stratum dimension
+    by_decision: dict[str, Estimate] = Field(default_factory=dict)
     by_failure: dict[str, Estimate] = Field(default_factory=dict)
     by_stratum: list[StratumRow] = Field(default_factory=list)
     false_rejection: Estimate
@@ -152,6 +158,8 @@ def build_report(plan: ReviewPlan, assigned: list[ReviewAssignment], verdicts: l
                  items: list[ReviewItem]) -> ReviewReport:
     """The report of one plan from its rows and the store's current items."""
     by_key = {i.key: i for i in items}
+    dims = plan_dimensions(plan.params)
+    key_stratum = {i.key: stratum_of(i, dims) for i in items}
     live, stale = current_verdicts([v for v in verdicts if v.plan_id == plan.id], by_key)
     primary = _primary(assigned, live)
     strata = plan.strata or {}
@@ -164,10 +172,10 @@ def build_report(plan: ReviewPlan, assigned: list[ReviewAssignment], verdicts: l
             if item.population != population:
                 continue
             if failure is not None:
-                out[item.stratum].append(v.verdict == "reject"
+                out[key_stratum[key]].append(v.verdict == "reject"
                                          and failure in {failure_rule(f) for f in v.failure_types or []})
             else:
-                out[item.stratum].append(v.verdict == hit)
+                out[key_stratum[key]].append(v.verdict == hit)
         return out
 
     acc_sizes = strata.get("accepted", {})
@@ -180,6 +188,13 @@ def build_report(plan: ReviewPlan, assigned: list[ReviewAssignment], verdicts: l
             got = obs.get(stratum, [])
             rows.append(StratumRow(population=population, stratum=stratum, size=size,
                                    assigned=n_assigned.get(stratum, 0), estimate=proportion(sum(got), len(got))))
+    by_decision: dict[str, Estimate] = {}
+    if "decided_by" in dims["accepted"]:
+        decision = {key_stratum[i.key]: i.strata.get("decided_by", "unknown") for i in items if i.population == "accepted"}
+        for value in sorted(set(decision.values()), key=("rule", "model", "unknown").index):
+            within = {h for h, d in decision.items() if d == value}
+            by_decision[value] = stratified_proportion({h: v for h, v in errors.items() if h in within},
+                                                       {h: n for h, n in acc_sizes.items() if h in within})
     covered = sum(size for h, size in acc_sizes.items() if errors.get(h))
     rej_obs = observed("rejected", "accept")
     given: dict[str, set[str]] = defaultdict(set)
@@ -204,7 +219,7 @@ def build_report(plan: ReviewPlan, assigned: list[ReviewAssignment], verdicts: l
         assigned=len(assigned), sampled_accepted=sum(1 for a in assigned if a.population == "accepted" and a.slot == 1),
         answered=len(live), unsure=sum(v.verdict == "unsure" for v in live.values()),
         stale=stale, coverage=covered / sum(acc_sizes.values()) if acc_sizes else 0.0,
-        residual_error=stratified_proportion(errors, acc_sizes),
+        residual_error=stratified_proportion(errors, acc_sizes), by_decision=by_decision,
         by_failure={f: stratified_proportion(observed("accepted", failure=f), acc_sizes) for f in FAILURE_TYPES},
         by_stratum=rows, false_rejection=stratified_proportion(rej_obs, strata.get("rejected", {})),
         false_rejection_by_rule={h: proportion(sum(v), len(v)) for h, v in sorted(rej_obs.items())},
@@ -229,6 +244,10 @@ def report_for_store(engine: Engine, plan_id: str | None = None) -> ReviewReport
                         load_review_items(engine))
 
 
+_DECIDED = {"rule": "rule-decided", "model": "model-decided",
+            "unknown": "undetermined (answer match not recorded)"}
+
+
 def _fmt(value: float | None) -> str:
     return "undefined" if value is None else f"{value:.3f}"
 
@@ -240,6 +259,7 @@ def render_text(report: ReviewReport) -> str:
              f"{report.unsure} unsure, {report.stale} stale; reviewers: {', '.join(report.reviewers)}",
              f"residual error rate (accepted items, stratum-weighted): {report.residual_error.text}; "
              f"strata reviewed cover {report.coverage:.0%} of accepted items",
+             *[f"  among {_DECIDED[d]} items: {e.text}" for d, e in report.by_decision.items()],
              f"false-rejection rate (sampled rejected candidates): {report.false_rejection.text}",
              f"agreement on {a.items} doubly reviewed item(s): Cohen's kappa {_fmt(a.cohen_kappa)}, "
              f"Krippendorff's alpha {_fmt(a.krippendorff_alpha)} (headline: "
@@ -261,4 +281,5 @@ def render_html(report: ReviewReport) -> str:
     env = Environment(loader=PackageLoader("arcticqa.review", "templates"), undefined=StrictUndefined,
                       autoescape=select_autoescape(default=True, default_for_string=True))
     return env.get_template("report.html.j2").render(r=report, summaries={k: r.summary for k, r in
-                                                                          FAILURE_TYPES.items()})
+                                                                          FAILURE_TYPES.items()},
+                                                     decided=_DECIDED)

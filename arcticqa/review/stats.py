@@ -24,8 +24,8 @@ from pydantic import BaseModel
 
 from arcticqa.release.cues import wilson_interval
 
-__all__ = ["Z95", "Estimate", "sample_size", "allocate", "proportion", "stratified_proportion", "cohen_kappa",
-           "krippendorff_alpha"]
+__all__ = ["Z95", "Estimate", "sample_size", "allocate", "effective_size", "proportion", "stratified_proportion",
+           "cohen_kappa", "krippendorff_alpha"]
 
 #: the two-sided 95% normal quantile
 Z95 = 1.959964
@@ -60,19 +60,26 @@ def sample_size(half_width: float, population: int, *, expected_rate: float = 0.
     return min(population, max(1, math.ceil(n - 1e-9)))
 
 
-def allocate(n: int, sizes: Mapping[str, int]) -> dict[str, int]:
+def allocate(n: int, sizes: Mapping[str, int], weights: Mapping[str, float] | None = None) -> dict[str, int]:
     """Split ``n`` over strata in proportion to their sizes (largest remainder), giving every
-    non-empty stratum at least one item while ``n`` allows, so no stratum's weight goes unestimated."""
+    non-empty stratum at least one item while ``n`` allows, so no stratum's weight goes unestimated.
+
+    ``weights`` (stratum -> factor, 1 when absent) oversample strata: a stratum's share is in
+    proportion to size × weight, never more than the stratum holds (what it cannot take goes to the
+    others). The estimate stays unbiased as long as it weights each stratum by its population size
+    (:func:`stratified_proportion`)."""
     strata = sorted((h for h, size in sizes.items() if size > 0), key=lambda h: (-sizes[h], h))
     n = min(n, sum(sizes[h] for h in strata))
     out = {h: 0 for h in sizes}
     for h in strata[:n]:
         out[h] = 1
     rest = n - sum(out.values())
-    total = sum(sizes[h] for h in strata)
+    share: Mapping[str, float] = ({h: sizes[h] * weights.get(h, 1.0) for h in strata} if weights
+                                  else {h: sizes[h] for h in strata})
+    total = sum(share[h] for h in strata)
     if rest <= 0 or total == 0:
         return out
-    want = {h: rest * sizes[h] / total for h in strata}
+    want = {h: rest * share[h] / total for h in strata}
     for h in strata:
         out[h] += min(int(want[h]), sizes[h] - out[h])
     while sum(out.values()) < n:
@@ -81,6 +88,17 @@ def allocate(n: int, sizes: Mapping[str, int]) -> dict[str, int]:
         out[h] += 1
         want[h] = int(want[h])  # its remainder is used
     return out
+
+
+def effective_size(allocation: Mapping[str, int], sizes: Mapping[str, int]) -> float:
+    """Kish's effective sample size of a stratified sample, ``(Σ w_i)² / Σ w_i²`` with
+    ``w_i = N_h / n_h`` (strata without a sampled item left out, as the estimate leaves them out):
+    ``n`` for a proportional allocation, less when some strata are oversampled."""
+    taken = {h: k for h, k in allocation.items() if k > 0 and sizes.get(h, 0) > 0}
+    if not taken:
+        return 0.0
+    total = sum(sizes[h] for h in taken)
+    return total * total / sum(sizes[h] * sizes[h] / k for h, k in taken.items())
 
 
 def proportion(hits: int, n: int) -> Estimate:
