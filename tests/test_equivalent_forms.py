@@ -235,6 +235,8 @@ def test_an_unknown_unit_is_undecided_never_wrong(gold: str, reply: str) -> None
     ("2.6 times", "five point two times", "mismatch"),
     ("0,6 °C", "ноль целых шесть десятых градуса Цельсия", "match"),
     ("0,6 °C", "ноль целых девять десятых градуса Цельсия", "mismatch"),
+    # no answer at all: nothing for the verifier to judge equivalent
+    ("B7 and B8", "—", "mismatch"), ("18%", "", "mismatch"), ("declined", " ? ", "mismatch"),
 ])
 def test_matcher_reads_words_and_non_answers(gold: str, reply: str, decision: str) -> None:
     assert match_answers(gold, reply) == decision

@@ -10,6 +10,7 @@ entailment, scope and claim type, context sufficiency and defensible alternative
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -55,6 +56,8 @@ DEFENSIBLE_ALTERNATIVE = rule("verify.defensible_alternative",
                               "another answer is defensible from the evidence")
 
 MatchDecision = Literal["match", "mismatch", "undecided"]
+#: a text without a letter or a digit: no answer
+_NO_CONTENT = re.compile(r"[\W_]*")
 
 
 class Verdict(BaseModel):
@@ -89,9 +92,12 @@ def match_answers(gold: str, reconstructed: str) -> MatchDecision:
     """Deterministic matcher: ``match`` / ``mismatch`` when provable, else ``undecided``.
 
     A reconstruction that gives no answer ("not stated in the evidence", "cannot be determined":
-    the abstention lexicon of :mod:`arcticqa.gates.abstain`) is a ``mismatch``; numbers written
+    the abstention lexicon of :mod:`arcticqa.gates.abstain`; or no word or digit at all: "", "—",
+    "?") is a ``mismatch``; numbers written
     in words are read as digits ("forty percent" is 40 %, "twenty-seven percent" 27 %).
     """
+    if _NO_CONTENT.fullmatch(reconstructed) and not _NO_CONTENT.fullmatch(gold):
+        return "mismatch"  # "", "—", "?": no answer at all
     if abstention_rule(reconstructed) is not None and abstention_rule(gold) is None:
         return "mismatch"
     if options_equivalent(gold, reconstructed):
