@@ -30,13 +30,17 @@ EVIL_QUESTION = "How much did <b onmouseover=\"window.__pwned=4\">ice</b> thin a
 
 
 def _audit() -> AuditData:
+    cited = SpanRef(id="sp-1", section="methods", page=2, start=0, end=10, sha256=sha256_text(EVIL_SPAN),
+                    text=EVIL_SPAN)
     rej = AuditRejection(stage="eligibility", rule_id="eligibility.not_arctic", message="site at 60°N",
-                         evidence={"span": EVIL_SPAN}, paper_id="p1")
+                         evidence={"span": EVIL_SPAN, "spans": ["sp-1"], "sha256": "ab" * 32}, paper_id="p1",
+                         cited_spans=[cited])
     opt_rej = AuditRejection(stage="option_verify", rule_id="distractor.within_tolerance",
                              message="too close", item_id="i1", paper_id="p2", option_rank=2,
                              evidence={"option": "a decrease of 11.2 cm"})
     return AuditData(
         release_id="test-release", funnel=make_funnel(), rejections=[rej, opt_rej],
+        option_rejections={"distractor.within_tolerance": 1},
         papers=[AuditPaper(paper_id="p1", title=EVIL_TITLE, doi="10.1/x", year=2019, status="rejected",
                            stage="eligibility", rejections=[rej],
                            evidence_spans=[SpanRef(id="sp-1", section="methods", page=2, start=0, end=10,
@@ -106,6 +110,16 @@ def test_audit_report_in_headless_chromium(tmp_path: Path) -> None:
         shown = {r.get_attribute("data-step"): int(r.find_element(By.CSS_SELECTOR, ".count").text)
                  for r in rows}
         assert shown == {s.name: s.count for s in data.funnel.steps}
+        # a reviewer at 1280 px reads every column: nothing scrolls sideways, not even a 64-hex hash
+        for width in (1280, 1440):
+            drv.set_window_size(width, 1600)
+            assert drv.execute_script("return document.documentElement.scrollWidth <= "
+                                      "document.documentElement.clientWidth")
+        # the rejection's evidence shows the cited span's text, not its id in a JSON blob
+        evidence = drv.find_element(By.CSS_SELECTOR, "#rejections tbody tr td.evidence")
+        assert EVIL_SPAN in evidence.find_element(By.CSS_SELECTOR, "blockquote").text
+        assert "{" not in evidence.text
+        assert "distractor.within_tolerance" in drv.find_element(By.CSS_SELECTOR, ".option-rejections").text
         # filtering by rule hides the other rejection
         Select(drv.find_element(By.ID, "filter-rule")).select_by_value("distractor.within_tolerance")
         visible = [r for r in drv.find_elements(By.CSS_SELECTOR, "#rejections tbody tr") if r.is_displayed()]

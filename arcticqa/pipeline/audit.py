@@ -7,6 +7,7 @@ which ``arcticqa audit`` prints and renders as the HTML audit page.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from arcticqa.evidence import SpanRef
@@ -15,7 +16,7 @@ from arcticqa.release.audit import AuditData, AuditItem, AuditOption, AuditPaper
 from arcticqa.review.release import mark_expert_rejected
 from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
 from arcticqa.store import Store
-from arcticqa.store.tables import ItemRow, RejectionRow, StageRun
+from arcticqa.store.tables import ItemRow, RejectionRow, SpanRow, StageRun
 
 __all__ = ["audit_data"]
 
@@ -32,9 +33,11 @@ def _cited_span_ids(evidence: dict[str, Any] | None) -> list[str]:
     return found
 
 
-def _audit_rejection(r: RejectionRow, status: str = "rejected") -> AuditRejection:
+def _audit_rejection(r: RejectionRow, status: str = "rejected", cited: Mapping[str, SpanRow] | None = None
+                     ) -> AuditRejection:
+    spans = [span.ref() for sid in _cited_span_ids(r.evidence) if (span := (cited or {}).get(sid)) is not None]
     return AuditRejection(stage=r.stage, rule_id=r.rule_id, message=r.message, evidence=r.evidence or {},
-                          paper_id=r.paper_id, item_id=r.subject or None,
+                          paper_id=r.paper_id, item_id=r.subject or None, cited_spans=spans,
                           status="needs_review" if status == "needs_review" else "rejected")
 
 
@@ -44,7 +47,7 @@ def _output(steps: dict[str, StageRun], stage: str) -> dict[str, Any]:
 
 
 def _candidate_items(runs: list[StageRun], rejections: list[RejectionRow], items: dict[str, ItemRow],
-                     texts: dict[str, str]) -> list[AuditItem]:
+                     texts: dict[str, str], cited: Mapping[str, SpanRow]) -> list[AuditItem]:
     """One audit entry per candidate (finding/revision) that construction worked on."""
     by_subject: dict[tuple[str, str], dict[str, StageRun]] = defaultdict(dict)
     findings: dict[str, dict[str, Any]] = {}
@@ -69,10 +72,13 @@ def _candidate_items(runs: list[StageRun], rejections: list[RejectionRow], items
         finding = findings.get(subject.split("/")[0], {})
         reached = [st for st in order if st in steps]
         item_id = accepted_by_subject.get((pid, subject))
+        # where each admitted option stands in the release (rank 3 is dropped from answer-present)
+        ranks = {d.get("text"): d.get("rank") for d in ((_output(steps, "accept").get("item") or {})
+                                                        .get("distractors") or [])} if item_id else {}
         options = [AuditOption(kind="gold", text=finding.get("answer", ""), verdict="admitted")] if finding else []
         for c in checks:
             rej = c.get("rejection") or {}
-            options.append(AuditOption(kind="distractor", text=c["text"], type=c.get("type"),
+            options.append(AuditOption(kind="distractor", text=c["text"], type=c.get("type"), rank=ranks.get(c["text"]),
                                        verdict="admitted" if c.get("admitted") else "rejected",
                                        verification=c.get("verification"), rule_id=c.get("rule"),
                                        message=rej.get("message"),
@@ -82,15 +88,27 @@ def _candidate_items(runs: list[StageRun], rejections: list[RejectionRow], items
         spans = [SpanRef.model_validate({**e, "role": "finding", "text": e.get("text") or texts.get(e["id"])})
                  for e in finding.get("support", [])]
         out.append(AuditItem(
-            item_id=item_id or f"{pid[:12]}:{subject}", paper_id=pid,
+            item_id=item_id or f"{pid[:12]}:{subject}", candidate=subject, paper_id=pid,
             status="machine_accepted_unverified" if item_id else "rejected",
             stage=reached[-1] if reached else None,
             question=(q.get("draft") or {}).get("question"),
             question_context=(q.get("draft") or {}).get("question_context"),
             gold_answer=finding.get("answer"), reconstruction=(rec.get("output") or {}).get("answer"),
             evidence_spans=spans, options=options,
-            rejections=[_audit_rejection(r) for r in rejections if r.paper_id == pid and r.subject == subject]))
+            rejections=[_audit_rejection(r, cited=cited) for r in rejections
+                        if r.paper_id == pid and r.subject == subject]))
     return out
+
+
+def _option_rejections(runs: list[StageRun]) -> dict[str, int]:
+    """rule id -> distractor proposals the option checks left out, over every candidate."""
+    counts: dict[str, int] = defaultdict(int)
+    for run in runs:
+        if run.stage == "option_check" and run.output:
+            for c in run.output.get("checks", []):
+                if not c.get("admitted"):
+                    counts[c.get("rule") or (c.get("rejection") or {}).get("rule_id") or "unknown"] += 1
+    return dict(sorted(counts.items()))
 
 
 _PIPELINE_ORDER = ("discover", "prefilter", "fetch_fulltext", "extract_text", "eligibility", "construct",
@@ -117,7 +135,7 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
     eligibility_review = {r.paper_id for r in runs if r.stage == "eligibility" and r.output
                           and r.output.get("decision") == "needs_review"}
     all_rejections = store.rejections(paper=paper)
-    cited = store.spans({sid for r in all_rejections if not r.subject for sid in _cited_span_ids(r.evidence)})
+    cited = store.spans({sid for r in all_rejections for sid in _cited_span_ids(r.evidence)})
     audit_papers = []
     paper_stage_order = ("prefilter", "fetch_fulltext", "extract_text", "eligibility", "construct")
     for pid, row in sorted(papers.items()):
@@ -136,19 +154,19 @@ def audit_data(store: Store, *, stage: str | None = None, rule: str | None = Non
         audit_papers.append(AuditPaper(
             paper_id=pid, title=row.title, doi=row.doi, year=row.year, status=status, stage=last,
             evidence_spans=spans,
-            rejections=[_audit_rejection(r, status) for r in paper_rejections],
+            rejections=[_audit_rejection(r, status, cited) for r in paper_rejections],
             item_ids=sorted(i for i, it in items.items() if it.paper_id == pid)))
     texts = {sid: span.text for sid, span in store.spans(
         e["id"] for r in runs if r.stage == "findings" and r.output
         for f in r.output.get("findings", []) for e in f.get("support", [])).items()}
-    audit_items = _candidate_items(runs, all_rejections, items, texts)
+    audit_items = _candidate_items(runs, all_rejections, items, texts, cited)
     if stage or rule:
         keep = {(r.paper_id, r.subject) for r in rejections}
         audit_items = [i for i in audit_items if any((r.paper_id, r.item_id) in keep for r in i.rejections)]
         audit_papers = [p for p in audit_papers if any(r.paper_id == p.paper_id for r in rejections)]
     data = AuditData(funnel=funnel_counts(store),
                      rejections=[_audit_rejection(r, "needs_review" if r.paper_id in eligibility_review
-                                                  and r.stage == "eligibility" else "rejected")
+                                                  and r.stage == "eligibility" else "rejected", cited)
                                  for r in rejections],
-                     papers=audit_papers, items=audit_items)
+                     papers=audit_papers, items=audit_items, option_rejections=_option_rejections(runs))
     return mark_expert_rejected(data, store.engine, stage=stage, rule=rule, paper=paper)

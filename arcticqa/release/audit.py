@@ -36,6 +36,8 @@ class AuditRejection(BaseModel):
     paper_id: str | None = None
     item_id: str | None = None
     option_rank: int | None = None
+    #: the spans the evidence cites (``spans``, ``span_ids``, …), with their text where the store has it
+    cited_spans: list[SpanRef] = Field(default_factory=list)
 
 
 class AuditOption(BaseModel):
@@ -54,6 +56,8 @@ class AuditOption(BaseModel):
 
 class AuditItem(BaseModel):
     item_id: str
+    #: the candidate (finding/revision) the CLI and the rejections name, e.g. ``fd-…/r0``
+    candidate: str | None = None
     paper_id: str | None = None
     status: str
     stage: str | None = Field(default=None, description="the last stage the item reached")
@@ -88,6 +92,8 @@ class AuditData(BaseModel):
     rejections: list[AuditRejection] = Field(default_factory=list)
     papers: list[AuditPaper] = Field(default_factory=list)
     items: list[AuditItem] = Field(default_factory=list)
+    #: rule id -> distractor proposals the option checks left out (options, not candidates)
+    option_rejections: dict[str, int] = Field(default_factory=dict)
 
     def filtered(self, *, stage: str | None = None, rule: str | None = None,
                  paper: str | None = None) -> list[AuditRejection]:
@@ -116,8 +122,25 @@ def safe_json_for_script(data: Any) -> str:
     return text
 
 
-def _pretty(evidence: dict[str, Any]) -> str:
-    return json.dumps(evidence, ensure_ascii=False, indent=2, sort_keys=True, default=str) if evidence else ""
+#: evidence keys that hold span ids: the page shows the spans' text instead
+_SPAN_KEYS = frozenset({"spans", "span_ids", "span_id", "evidence_span_id"})
+
+
+def _fields(evidence: dict[str, Any]) -> list[tuple[str, str]]:
+    """(key, value as one line of text) of the evidence, span ids left to the cited spans."""
+    out = []
+    for key in sorted(evidence):
+        if key in _SPAN_KEYS:
+            continue
+        value = evidence[key]
+        if isinstance(value, list):
+            text = "; ".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            text = "; ".join(f"{k}: {v}" for k, v in sorted(value.items()))
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+        out.append((key, text))
+    return out
 
 
 def _anchors(prefix: str, identifiers: list[str]) -> dict[str, str]:
@@ -147,7 +170,7 @@ def render_audit_html(data: AuditData) -> str:
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
     env = Environment(loader=PackageLoader("arcticqa.release", "templates"),
                       undefined=StrictUndefined, autoescape=True)
-    env.filters["pretty"] = _pretty
+    env.filters["fields"] = _fields
     summary = {
         "funnel": [{"name": s.name, "count": s.count, "unit": s.unit,
                     "rejected": sum(s.rejected.values())} for s in data.funnel.steps],
@@ -158,10 +181,13 @@ def render_audit_html(data: AuditData) -> str:
     # addresses that stay the same from one audit of a store to the next (paper and item ids)
     paper_anchor = _anchors("paper", [p.paper_id for p in data.papers])
     item_anchor = _anchors("item", [it.item_id for it in data.items])
+    # rejections name a candidate as the CLI does (fd-…/r0): their links find the item by it
+    candidate_anchor = {(it.paper_id, it.candidate): item_anchor[it.item_id] for it in data.items if it.candidate}
     stages = sorted({r.stage for r in data.rejections})
     rules = sorted({r.rule_id for r in data.rejections})
     return env.get_template("audit.html.j2").render(
         data=data, stages=stages, rules=rules, paper_anchor=paper_anchor, item_anchor=item_anchor,
+        candidate_anchor=candidate_anchor,
         paper_titles={p.paper_id: p.title for p in data.papers}, step_labels=STEP_LABELS,
         # matplotlib draws text as paths, so the SVG holds no text from the data
         funnel_svg=Markup(funnel_svg(data.funnel)),
