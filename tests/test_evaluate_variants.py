@@ -38,7 +38,7 @@ from arcticqa.evaluate.arcticabstain.prompt import (
     variant_id,
 )
 from arcticqa.evaluate.arcticabstain.records import ResponseRecord
-from arcticqa.evaluate.arcticabstain.report import StatsSettings, build_report, write_report
+from arcticqa.evaluate.arcticabstain.report import StatsSettings, build_report, figure_1, write_report
 from arcticqa.evaluate.policies import policy_responder
 from arcticqa.evaluate.runner import RunResult, run_protocol
 from arcticqa.evaluate.shape import RunOptions
@@ -482,3 +482,25 @@ def test_the_documented_option_id_scheme_reproduces_every_v1_option_id(arcticqa_
             assert option["option_id"] == f"distractor-{digest[:20]}", option
             non_ascii += not option["text"].isascii()
     assert non_ascii > 100
+
+
+def test_figure_1_keeps_its_legend_clear_of_every_point_and_label() -> None:
+    # an oracle (0% -> 100%, "+100.0 pp" at the right edge) and always-abstain (100% both): the
+    # two places a legend inside the axes covered
+    records = (_counted("oracle", "published", N1=4, N5=4) + _counted("always-abstain", "published", N3=4, N5=4)
+               + _counted("first-option", "published", N1=1, N2=2, N3=1, N4=3, N5=1))
+    report = build_report(records, settings=FAST)
+    fig = figure_1(report)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        [ax] = fig.axes
+        legend = ax.get_legend().get_window_extent(renderer)
+        labels = [t.get_window_extent(renderer) for t in ax.texts]
+        points = [xy for c in ax.collections for xy in ax.transData.transform(c.get_offsets())]
+        assert len(labels) == 3 and not any(legend.overlaps(box) for box in labels)
+        assert len(points) == 6 and not any(legend.contains(x, y) for x, y in points)
+        axes_box = ax.get_window_extent(renderer)
+        assert all(box.x1 <= axes_box.x1 for box in labels)  # "+100.0 pp" ends inside the axes
+    finally:
+        fig.clf()

@@ -225,11 +225,24 @@ def coverage_figure(analysis: CoverageAnalysis, png: Path, svg: Path) -> None:
     many_variants = len({g.variant for g in analysis.groups}) > 1
     for g in analysis.groups:
         name = f"{g.model_label} ({g.variant})" if many_variants else g.model_label
-        xs = [0.0, *(p.coverage for p in g.points)] if g.points else [0.0]
-        ys = [g.points[0].risk, *(p.risk for p in g.points)] if g.points else [0.0]
-        (line,) = left.plot(xs, ys, drawstyle="steps-post" if len(g.points) > 1 else "default", marker="o",
-                            markersize=3, label=f"{name}, AURC {g.aurc:.3f}")
+        if not g.points:  # answers nothing: no risk to draw
+            (line,) = left.plot([], [], marker="o", markerfacecolor="none", linestyle="none",
+                                label=f"{name}: answers nothing")
+        elif len(g.points) == 1:
+            # no confidence to order answers by: the model is one operating point, not a curve (a
+            # line back to coverage 0 drew a flat risk no ranking of its answers supports)
+            (line,) = left.plot([g.points[0].coverage], [g.points[0].risk], marker="o", markersize=6,
+                                linestyle="none", label=f"{name}, AURC {g.aurc:.3f}")
+        else:
+            xs = [0.0, *(p.coverage for p in g.points)]
+            ys = [g.points[0].risk, *(p.risk for p in g.points)]
+            (line,) = left.plot(xs, ys, drawstyle="steps-post", marker="o", markersize=3,
+                                label=f"{name}, AURC {g.aurc:.3f}")
         right.plot(analysis.lambdas, [g.score(lam) for lam in analysis.lambdas], color=line.get_color(), label=name)
+    if all(len(g.points) <= 1 for g in analysis.groups):
+        left.text(0.02, 0.5, "No confidences in these responses:\neach model is one operating point\n"
+                  "(its coverage and its risk), not a curve.", transform=left.transAxes, fontsize=7,
+                  color="0.35", va="center")
     left.set_xlabel("Coverage (share answered)")
     left.set_ylabel("Risk (1 − selective accuracy)")
     left.set_xlim(0, 1.02)
