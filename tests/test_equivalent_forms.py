@@ -11,6 +11,7 @@ that holds a number; an unknown unit in the reply makes it undecided, never wron
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from decimal import Decimal
@@ -206,6 +207,46 @@ def test_generated_equivalent_forms_leak_through_the_question() -> None:
                            answer) is None:
                 missed.append((answer, form))
     assert missed == []
+
+
+#: (answer unit, other unit as written, factor into it): conversions a reader rounds
+ROUNDED = [("days", "weeks", 1 / 7), ("km", "miles", 0.621371), ("cm", "inches", 0.393701), ("m", "feet", 3.28084),
+           ("°C", "°F", 1.8), ("hours", "minutes", 60.0), ("km", "m", 1000.0)]
+
+
+def _rounded_forms(rng: random.Random, count: int) -> list[tuple[str, str, str]]:
+    """(answer, the same value in another unit rounded one digit finer than the answer, another
+    value in that unit at the same precision, off by more than the answer's own precision)."""
+    out = []
+    for _ in range(count):
+        unit, other, factor = rng.choice(ROUNDED)
+        decimals = rng.choice([0, 1])
+        value = round(rng.uniform(1.0, 60.0), decimals)
+        answer = f"{value:.{decimals}f} {unit}"
+        digits = decimals + 1 + max(0, -int(math.floor(math.log10(factor))))
+        same = f"{value * factor:.{digits}f} {other}"
+        off = (value + rng.choice([-1, 1]) * rng.uniform(1.5, 4) * 10.0 ** (-decimals)) * factor
+        out.append((answer, same, f"{off:.{digits}f} {other}"))
+    return out
+
+
+def test_a_value_in_another_unit_rounded_no_coarser_than_the_answer_leaks_and_another_does_not() -> None:
+    """A rounded conversion the reader can take back is a leak ('1.6 weeks' for 11 days, '1.98 °F'
+    for a 1.1 °C rise); a different value, or one coarser than the answer ('1 week' for 9 days), is
+    no leak: the rule must not fire on a question that states another quantity."""
+    missed, false = [], []
+    for answer, same, off in _rounded_forms(random.Random(35), 300):
+        question = "How large was the change in the monitored quantity?"
+        if answer_leak(question, f"It changed by {same}.", answer) is None:
+            missed.append((answer, same))
+        if answer_leak(question, f"Another quantity changed by {off}.", answer) is not None:
+            false.append((answer, off))
+    assert missed == [] and false == []
+    for answer, coarse in [("9 days", "1 week"), ("0.8 °C", "2 °F"), ("60 km", "40 miles"), ("18%", "4 °C")]:
+        assert answer_leak("How much?", f"Over {coarse}.", answer) is None
+    for answer, leak in [("11 days", "1.6 weeks"), ("1,1 °C", "1,98 °F"), ("about 60 km", "37.3 miles"),
+                         ("0.9 °C", "33.6 °F"), ("9 cm", "3.5 inches")]:
+        assert answer_leak("How much?", f"It changed by {leak}.", answer) is not None
 
 
 @pytest.mark.parametrize(("gold", "reply"), [

@@ -116,6 +116,7 @@ _PREFIXABLE = r"(?:mol|Pa|Hz|Sv|Bq|eq|bar|g|m|s|L|l|W|J|V|t|M)"
 # unit names written out ("192 metres", "8400 tonnes", "30 kyr"): longest first
 _NAMED = (r"(?:(?:square|cubic) )?(?:kilo|centi|milli|micro)?(?:metres?|meters?)|(?:kilo|milli|micro)?grams?|tonnes?|metric tons?"
           r"|(?:milli)?(?:litres?|liters?)|seconds?|secs?|minutes?|mins|kelvins?|degrees? Celsius"
+          r"|degrees? Fahrenheit|(?:nautical )?miles?|inch(?:es)?|feet|foot"
           r"|kyrs?|Myrs?|Gyr|ka|Ma|Ga")
 _PLAIN = (rf"(?:{_NAMED}|percentage[ -]points?|%[ -]points?|pp|%|‰|ppm|ppb|ppt|ppmv|ppbv|psu|PSU|°[CFNSEW]|°|K"
           r"|yrs?|years?|a|d|days?|h|hrs?|hours?|min|months?|weeks?|decades?|century|centuries|ha"
@@ -165,7 +166,10 @@ _SYNONYMS = {"yrs": "yr", "year": "yr", "years": "yr", "a": "yr", "day": "d", "d
              "% point": "pp", "%-points": "pp", "%-point": "pp", "tonne": "t", "tonnes": "t",
              "metric ton": "t", "metric tons": "t", "second": "s", "seconds": "s", "sec": "s", "secs": "s",
              "minute": "min", "minutes": "min", "mins": "min", "kelvin": "K", "kelvins": "K",
-             "degree Celsius": "°C", "degrees Celsius": "°C", "kyrs": "kyr", "ka": "kyr", "Myrs": "Myr",
+             "degree Celsius": "°C", "degrees Celsius": "°C", "degree Fahrenheit": "°F",
+             "degrees Fahrenheit": "°F", "mile": "mi", "miles": "mi", "nautical mile": "nmi",
+             "nautical miles": "nmi", "inches": "inch", "feet": "ft", "foot": "ft",
+             "kyrs": "kyr", "ka": "kyr", "Myrs": "Myr",
              "Ma": "Myr", "Ga": "Gyr", "litre": "L", "litres": "L", "liter": "L", "liters": "L",
              "millilitre": "mL", "millilitres": "mL", "milliliter": "mL", "milliliters": "mL",
              **{f"{prefix}{name}{plural}": f"{symbol}{base}"
@@ -181,7 +185,7 @@ _BASE_NAMES = {
     "decade": "(10*year)", "century": "(100*year)", "%": "percent", "‰": "permille",
     "°C": "degC", "°F": "degF", "K": "kelvin", "°": "degree", "ha": "hectare", "Sv": "sverdrup",
     "ppm": "ppm", "ppb": "ppb", "mol%": "percent", "kyr": "(1e3*year)", "Myr": "(1e6*year)",
-    "Gyr": "(1e9*year)",
+    "Gyr": "(1e9*year)", "mi": "mile", "nmi": "nautical_mile", "ft": "foot",
 }
 
 
@@ -637,6 +641,30 @@ def same_value(a: Number, b: Number) -> bool:
         return False
     av, bv, _ = cmp
     return math.isclose(av, bv, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def restates(a: Number, b: Number) -> bool:
+    """Whether ``b`` writes ``a``'s value, so that a reader of ``b`` knows ``a``: the same value
+    (:func:`same_value`), or in another unit, given at least as finely as ``a`` and within ``a``'s
+    tolerance after the conversion ("1.6 weeks" for 11 days, "37.3 miles" for 60 km; not "1 week"
+    for 9 days, whose half-week precision says little); °C, °F and K in either reading, as an
+    absolute temperature or a difference ("1.98 °F" is a 1.1 °C rise). Used by the answer-leak
+    rule, where a value a reader can convert back is as good as the answer."""
+    if same_value(a, b):
+        return True
+    if a.unit is None or b.unit is None or a.unit == b.unit:
+        return False
+    conversions = [_to_unit_factor(b.unit, a.unit)]
+    if {a.unit, b.unit} <= _OFFSET_UNITS:
+        conversions.append((_DIFFERENCE[(b.unit, a.unit)], 0.0))
+    eps = 1e-9 * max(1.0, abs(a.value))
+    for conv in conversions:
+        if conv is None or not conv[0]:
+            continue
+        factor, offset = conv
+        if b.tolerance * abs(factor) <= a.tolerance + eps and abs(a.value - (b.value * factor + offset)) < a.tolerance:
+            return True
+    return False
 
 
 def same_uncertainty(a: Number, b: Number) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from arcticqa.gates.direction import direction_terms
-from arcticqa.gates.numbers import Number, parse_numbers, prepare_text, same_value
+from arcticqa.gates.numbers import Number, parse_numbers, prepare_text, restates, same_value
 from arcticqa.gates.numwords import spelled_as_digits
 from arcticqa.gates.text import (
     contains_phrase,
@@ -87,7 +87,9 @@ def answer_leak(question: str, context: str, answer: str) -> Rejection | None:
     alongside its antonym, "increase or decrease", is a choice, not a leak), and every number of
     the answer, compared by value after unit conversion ("0.5 m" leaks through "50 cm", "8.4 Gg"
     through "8400 tonnes", a "0,6 °C" rise through "0.6 K") and with numbers written in words
-    read as digits ("eight percentage points", "восемь процентов").
+    read as digits ("eight percentage points", "восемь процентов"); a value in another unit
+    counts when it is given at least as finely as the answer and rounds to it ("1.6 weeks" for 11
+    days, "37.3 miles" for 60 km, "1.98 °F" for a 1.1 °C rise: :func:`~arcticqa.gates.numbers.restates`).
     """
     for where, text in (("question", question), ("question_context", context)):
         if not text:
@@ -109,7 +111,7 @@ def answer_leak(question: str, context: str, answer: str) -> Rejection | None:
                 if len(answer_numbers) > 1 and _is_year(number):
                     continue  # "1 September 2020" asked "in 2020": the year frames, the date answers
                 for other in parse_numbers(form):
-                    if same_value(number, other):
+                    if restates(number, other):
                         return ANSWER_LEAK.reject(
                             f"the answer's number {number.value:g} appears in the {where}",
                             field=where, number=number.value, found=prepare_text(form)[other.start:other.end])
