@@ -11,7 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -216,21 +221,23 @@ def test_a_prompt_the_stand_in_cannot_read_is_refused_by_name(wire: FakeOpenAISe
     assert answer.status == 400 and "does not follow reconstructor/v1" in answer.body  # type: ignore[union-attr]
 
 
-def test_the_standin_command_serves_until_interrupted(tmp_path: Path) -> None:
-    import signal
-    import subprocess
-    import sys
-    import time
-    import tomllib
-
-    toml = tmp_path / "standin.toml"
-    proc = subprocess.Popen([sys.executable, "-m", "arcticqa", "standin", "--port", "0", "--toml-out", str(toml)],
+def _serve(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "arcticqa", "standin", "--port", "0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert path.exists(), proc.communicate(timeout=5)[0] if proc.poll() is not None else f"no {path} after 60 s"
+
+
+def test_the_standin_command_serves_until_interrupted(tmp_path: Path) -> None:
+    toml = tmp_path / "standin.toml"
+    proc = _serve("--toml-out", str(toml))
     try:
-        deadline = time.monotonic() + 60
-        while not toml.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert toml.exists(), proc.communicate(timeout=5)[0] if proc.poll() is not None else "no TOML after 60 s"
+        _wait_for(toml, proc)
         config = tomllib.loads(toml.read_text(encoding="utf-8"))
         base_url = config["models"]["standin"]["base_url"]
         assert set(config["roles"].values()) == {"standin"}
@@ -241,3 +248,24 @@ def test_the_standin_command_serves_until_interrupted(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=30)
     assert f"serving the offline roles at {base_url}" in out
     assert "stopped after 1 completion(s)" in out
+
+
+def test_the_standin_command_plants_defects_and_logs_them(tmp_path: Path) -> None:
+    toml, plants = tmp_path / "standin.toml", tmp_path / "plants.jsonl"
+    proc = _serve("--toml-out", str(toml), "--red-team", "3", "--plants", str(plants))
+    try:
+        _wait_for(toml, proc)
+        items, _ = _build(tmp_path / "build", toml.read_text(encoding="utf-8"))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    logged = [json.loads(line) for line in plants.read_text(encoding="utf-8").splitlines()]
+    assert logged and all(p["seed"] == 3 and p["defect"] for p in logged)
+    assert f"{len(logged)} defect(s) planted" in out and "red team seed 3" in out
+    assert items.exists()
+
+
+def test_the_standin_command_refuses_an_unknown_defect_class() -> None:
+    result = subprocess.run([sys.executable, "-m", "arcticqa", "standin", "--red-team", "1", "--classes", "nope"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "nope" in result.stderr

@@ -21,6 +21,13 @@ def standin(
     latency: Annotated[float, typer.Option("--latency", min=0.0, help="Seconds added to every answer.")] = 0.0,
     toml_out: Annotated[Path | None, typer.Option(
         "--toml-out", help="Also write the [models] and [roles] TOML pointing at this endpoint to this file.")] = None,
+    red_team: Annotated[int | None, typer.Option(
+        "--red-team", metavar="SEED", help="Plant one defect per candidate item, seeded (docs/red-team.md).")] = None,
+    classes: Annotated[str | None, typer.Option(
+        "--classes", help="With --red-team: only these defect classes, separated by commas.")] = None,
+    plants: Annotated[Path | None, typer.Option(
+        "--plants", help="With --red-team: write every plant as JSON lines to this file (rewritten as they come).")
+    ] = None,
 ) -> None:
     """Serve the offline roles over the OpenAI chat-completions protocol until Ctrl-C.
 
@@ -29,21 +36,42 @@ def standin(
     build's byte for byte. docs/offline-provider.md, "Over the wire".
     """
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.standins.passthrough import OfflineOverWire, models_toml
+    from arcticqa.errors import ConfigError
+    from arcticqa.standins.passthrough import Call, OfflineOverWire, Tamper, models_toml
+    from arcticqa.standins.redteam import RedTeam
+    from arcticqa.standins.replies import Response
     from arcticqa.standins.server import FakeOpenAIServer
 
-    with FakeOpenAIServer(OfflineOverWire(), host=host, port=port, latency=latency, keep_requests=False) as server:
+    if red_team is None and (classes or plants):
+        raise ConfigError("--classes and --plants go with --red-team SEED")
+    tamper: Tamper | None = None
+    if red_team is not None:
+        try:
+            team = RedTeam(red_team, [c.strip() for c in classes.split(",") if c.strip()] if classes else None)
+        except ValueError as exc:
+            raise ConfigError(f"--classes: {exc}") from None
+
+        def tamper(call: Call) -> Response | None:
+            sent = team(call)
+            if plants is not None and sent is not None:
+                team.write_log(plants)
+            return sent
+
+    with FakeOpenAIServer(OfflineOverWire(tamper=tamper), host=host, port=port, latency=latency,
+                          keep_requests=False) as server:
         url = f"http://{host}:{server.port}/v1"
         snippet = models_toml(url)
         if toml_out is not None:
             tmp = toml_out.with_name(toml_out.name + ".tmp")
             tmp.write_text(snippet, encoding="utf-8")
             tmp.replace(toml_out)
-        console.print(f"serving the offline roles at {url} (Ctrl-C stops)\n")
+        mode = f", red team seed {red_team}" if red_team is not None else ""
+        console.print(f"serving the offline roles at {url}{mode} (Ctrl-C stops)\n")
         console.print("add to your config, in place of its [models] and [roles]:\n")
         console.print(snippet)
         try:
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
-            console.print(f"stopped after {server.completions} completion(s)")
+            planted = f", {len(team.plants)} defect(s) planted" if red_team is not None else ""
+            console.print(f"stopped after {server.completions} completion(s){planted}")
