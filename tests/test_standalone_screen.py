@@ -48,6 +48,24 @@ CONTEXT = "Water samples were collected in Kongsfjorden, Svalbard, in July 2019.
      "question.relative_period", "next decade"),
     ("По сравнению с прошлым годом, насколько сократилась площадь льда в Карском море в 2019 г.?", "",
      "question.relative_period", "прошлым годом"),
+    # Russian, found by the red team (bench/bench_gates.py): relative periods without years, the
+    # paper's own work, its authors, its figures and tables, its observation period
+    ("На сколько увеличилась высота снежного покрова в Тикси за последние десять лет?", "",
+     "question.relative_period", "за последние десять лет"),
+    ("На сколько повысилась температура пород в Тикси в последние годы?", "", "question.relative_period",
+     "в последние годы"),
+    ("На сколько повысилась температура пород в Тикси за последнее десятилетие?", "",
+     "question.relative_period", "за последнее десятилетие"),
+    ("В нашей работе на сколько повысилась температура пород в Тикси в 2008–2017 гг.?", "",
+     "question.not_standalone", "нашей работе"),
+    ("В данном исследовании на сколько повысилась температура пород в Тикси в 2008–2017 гг.?", "",
+     "question.not_standalone", "данном исследовании"),
+    ("На сколько повысилась температура пород в Тикси в 2008–2017 гг. (см. рис. 3)?", "",
+     "question.not_standalone", "рис. 3"),
+    ("На сколько повысилась температура пород в Тикси в 2008–2017 гг. по данным авторов?", "",
+     "question.not_standalone", "авторов"),
+    ("На сколько увеличилась высота снежного покрова в Тикси за период наблюдений?", "",
+     "question.not_standalone", "за период наблюдений"),
 ])
 def test_each_rule_catches_its_phrasing_and_names_the_words(question: str, context: str, rule_id: str,
                                                             words: str) -> None:
@@ -87,6 +105,11 @@ def test_each_rule_catches_its_phrasing_and_names_the_words(question: str, conte
     # periods counted from a stated time, not from the day of writing
     ("What was the snow depth in the last year of the record (2019) at Tiksi?", ""),
     ("In 2015, how did the bloom in Kongsfjorden compare with the previous year?", ""),
+    # Russian near-misses: stated years, a place called "this", a stage of the work
+    ("На сколько увеличилась высота снежного покрова в Тикси за период наблюдений 2008–2017 гг.?", ""),
+    ("На сколько повысилась температура за последние 10 лет наблюдений (2008–2017) в Тикси?", ""),
+    ("Какова была температура пород в данном районе у посёлка Тикси в 2010 г.?", ""),
+    ("Сколько проб взяли на первом этапе работы у посёлка Тикси в 2010 г.?", ""),
 ])
 def test_near_misses_pass(question: str, context: str) -> None:
     assert not_standalone(question, context) is None

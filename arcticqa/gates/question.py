@@ -170,6 +170,13 @@ _ALWAYS = [
     (r"\b(?:in|see|of) sections? \d+(?:\.\d+)*\b", "points at a section of the document"),
     (r"\b(?:as )?(?:shown|described|reported|mentioned|discussed) (?:above|below|earlier|previously)\b",
      "points elsewhere in the document"),
+    # Russian: "в данном исследовании", "в нашей работе", "авторы", "мы", "рис. 3", "табл. 2"
+    (r"(?<!\w)(?:(?:данн|настоящ|наш)\w*|эт(?:от|а|о|ой|ом|ого|ую)) (?:исследовани|работ|стать|публикаци)\w*",
+     "refers to the source document"),
+    (r"(?<!\w)автор(?:ы|ов|ами|ам|а)?(?!\w)", "refers to the authors"),
+    (r"(?<!\w)(?:мы|нами|наш(?:а|е|и|его|ей|ем|их|ими|ему|у)?)(?!\w)", "speaks as the authors"),
+    (r"(?<!\w)(?:рис|табл|прил|ур)\.\s*\d|(?<!\w)(?:рисун|таблиц|приложени|уравнени)\w*\s+\d",
+     "points at a figure, table, equation or appendix"),
 ]
 # Referents that need a defining context ("the site" is fine once the context names it).
 _NEEDS_CONTEXT = [
@@ -180,7 +187,8 @@ _NEEDS_CONTEXT = [
     (r"\bthe (?:identified|sampled|studied|investigated|examined|surveyed|observed) \w+",
      "names a referent only by the study's action"),
 ]
-_PERIOD = re.compile(r"\b(?:during|over|in|throughout|for) (?:the|this) (?:study|sampling|observation|survey|measurement|monitoring|experimental|field) (?:period|season|year|years|campaign)\b")
+_PERIOD = re.compile(r"\b(?:during|over|in|throughout|for) (?:the|this) (?:study|sampling|observation|survey|measurement|monitoring|experimental|field) (?:period|season|year|years|campaign)\b"
+                     r"|(?<!\w)(?:за|в течение|в|на протяжении) (?:весь |всего )?период\w* (?:наблюдени|исследовани|измерени|мониторинг)\w*")
 _YEAR = re.compile(r"\b(?:1[6-9]\d\d|20\d\d)\b")
 
 
@@ -188,7 +196,9 @@ _RELATIVE_PERIOD = re.compile(
     r"\b(?:over|during|in|within|for|throughout) (?:the )?(?:past|last|previous|preceding|recent)"
     r"(?: (?:few|several|\d+|two|three|four|five|six|seven|eight|nine|ten|twenty|thirty|forty|fifty|hundred))?"
     r" (?:years?|decades?|centur(?:y|ies)|millennia|millennium)\b"
-    r"|\b(?:in|during|over) recent (?:years|decades|times|centuries)\b")
+    r"|\b(?:in|during|over) recent (?:years|decades|times|centuries)\b"
+    # Russian: "за последние десять лет", "в последние годы", "за последнее десятилетие"
+    r"|(?<!\w)(?:за|в|в течение|на протяжении) (?:последн|прошедш)\w*(?: \w+)? (?:год|лет|десятилети|век|столети)\w*")
 # a period counted back from the day of writing ("compared with last year", "next winter", "в
 # прошлом году"): no year stated beside it says which year that was, so years do not excuse it;
 # "the last year of the record" and "the previous year" count from a stated time and pass
