@@ -195,3 +195,48 @@ def test_who_decided_is_read_from_the_stored_item(tmp_path: Path) -> None:
                    "rejected0000000000000000000000000000"[:12] + ":fd-r0/r0": (None, None)}
     assert decided_by(None, ["deterministic-contradiction"]) == "unknown"
     store.close()
+
+
+def _doubly_reviewed(ratings: list[tuple[str, str, str, str]]) -> tuple[list[ReviewAssignment], list[ReviewVerdict],
+                                                                       list[ReviewItem]]:
+    """(first reviewer, their verdict, second reviewer, their verdict) per item, both slots filled."""
+    items = _items(len(ratings))
+    rows, verdicts = [], []
+    for n, (item, (r1, v1, r2, v2)) in enumerate(zip(items, ratings, strict=True)):
+        for slot, reviewer, verdict in ((1, r1, v1), (2, r2, v2)):
+            rows.append(ReviewAssignment(plan_id="main", item_key=item.key, population="accepted", stratum="s",
+                                         reviewer=reviewer, slot=slot, position=n, content_hash=item.content_hash))
+            verdicts.append(ReviewVerdict(id=len(verdicts) + 1, plan_id="main", item_key=item.key, reviewer=reviewer,
+                                          verdict=verdict, failure_types=["review.other"] if verdict == "reject" else [],
+                                          content_hash=item.content_hash))
+    return rows, verdicts, items
+
+
+def test_kappa_pairs_reviewers_not_review_slots() -> None:
+    # ana: accept ×4, unsure ×3; bo: accept, accept, accept, reject, accept, reject, reject. On the
+    # fifth item bo reviewed first: pairing by slot mixes the two reviewers' marginals (0.125);
+    # between the reviewers kappa is (4/7 - 17/49) / (1 - 17/49) = 5/33, by hand
+    ana = ["accept"] * 4 + ["unsure"] * 3
+    bo = ["accept", "accept", "accept", "reject", "accept", "reject", "reject"]
+    ratings = [("bo", b, "ana", a) if i == 4 else ("ana", a, "bo", b) for i, (a, b) in enumerate(zip(ana, bo, strict=True))]
+    rows, verdicts, items = _doubly_reviewed(ratings)
+    plan = ReviewPlan(id="main", seed=1, reviewers=["ana", "bo"], strata={"accepted": {"s": len(items)}})
+    agreement = build_report(plan, rows, verdicts, items).agreement
+    assert agreement.items == 7 and agreement.reviewers == ["ana", "bo"]
+    assert agreement.cohen_kappa == pytest.approx(5 / 33)
+    assert [(p.reviewers, p.items) for p in agreement.pairwise] == [(("ana", "bo"), 7)]
+    assert agreement.headline == "cohen_kappa"
+
+
+def test_more_than_two_reviewers_get_pairwise_and_fleiss_kappa_beside_alpha() -> None:
+    ratings = [("ana", "accept", "bo", "accept"), ("bo", "reject", "cy", "reject"), ("cy", "accept", "ana", "reject"),
+               ("ana", "accept", "cy", "accept"), ("bo", "accept", "ana", "accept"), ("cy", "reject", "bo", "accept")]
+    rows, verdicts, items = _doubly_reviewed(ratings)
+    plan = ReviewPlan(id="main", seed=1, reviewers=["ana", "bo", "cy"], strata={"accepted": {"s": len(items)}})
+    agreement = build_report(plan, rows, verdicts, items).agreement
+    assert agreement.headline == "krippendorff_alpha" and agreement.cohen_kappa is None
+    assert [(p.reviewers, p.items) for p in agreement.pairwise] == [(("ana", "bo"), 2), (("ana", "cy"), 2),
+                                                                      (("bo", "cy"), 2)]
+    # Fleiss over the six items' two ratings: P̄ = 4/6; accept 8/12, reject 4/12 -> P̄e = 5/9
+    assert agreement.fleiss_kappa == pytest.approx((4 / 6 - 5 / 9) / (1 - 5 / 9))
+    assert agreement.krippendorff_alpha is not None

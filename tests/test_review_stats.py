@@ -13,6 +13,7 @@ from arcticqa.review.stats import (
     allocate,
     cohen_kappa,
     effective_size,
+    fleiss_kappa,
     krippendorff_alpha,
     proportion,
     sample_size,
@@ -141,3 +142,13 @@ def test_krippendorff_alpha_by_hand_and_published() -> None:
     assert krippendorff_alpha(data) == pytest.approx(0.743, abs=5e-4)
     assert krippendorff_alpha({"x": {"1": "a"}, "y": {"1": "a"}}) is None  # one category: undefined
     assert krippendorff_alpha({"x": {"1": "a"}, "y": {"2": "r"}}) is None  # no unit rated twice
+
+
+def test_fleiss_kappa_on_the_worked_example_of_fleiss_1971() -> None:
+    # the ten subjects, fourteen raters and five categories of the example Wikipedia works through
+    table = [[0, 0, 0, 0, 14], [0, 2, 6, 4, 2], [0, 0, 3, 5, 6], [0, 3, 9, 2, 0], [2, 2, 8, 1, 1],
+             [7, 7, 0, 0, 0], [3, 2, 6, 3, 0], [2, 5, 3, 2, 2], [6, 5, 2, 1, 0], [0, 2, 2, 3, 7]]
+    units = [[category for category, n in enumerate(row) for _ in range(n)] for row in table]
+    assert fleiss_kappa(units) == pytest.approx(0.210, abs=5e-4)
+    assert fleiss_kappa([["a", "a"], ["a", "a"]]) is None  # one category: chance agreement is 1
+    assert fleiss_kappa([]) is None and fleiss_kappa([["a"], ["b"]]) is None

@@ -5,8 +5,10 @@
   estimate weights a stratum by its population size, so strata the plan oversampled, such as
   model-decided items, count for their share of the population, not of the sample);
 - false-rejection rate among the sampled rejected candidates;
-- agreement on the doubly reviewed items (Cohen's kappa with two reviewers, Krippendorff's alpha
-  with more; both are given when defined);
+- agreement between reviewers on the doubly reviewed items: Cohen's kappa for each pair of
+  reviewers (their own marginals, whichever review slot each filled), Fleiss' kappa over the
+  items' two ratings and Krippendorff's alpha; the headline is kappa with two reviewers, alpha
+  with more;
 - which gate or rule an item the reviewers rejected had passed (what the gates miss);
 - the status each reviewed item gets in a release (``expert_verified`` / ``expert_rejected``).
 
@@ -27,11 +29,18 @@ from sqlalchemy.engine import Engine
 from arcticqa.errors import InputError
 from arcticqa.review.items import ReviewItem, load_review_items
 from arcticqa.review.plan import DISTRACTOR_TRUE, FAILURE_TYPES, failure_rule, plan_dimensions, stratum_of
-from arcticqa.review.stats import Estimate, cohen_kappa, krippendorff_alpha, proportion, stratified_proportion
+from arcticqa.review.stats import (
+    Estimate,
+    cohen_kappa,
+    fleiss_kappa,
+    krippendorff_alpha,
+    proportion,
+    stratified_proportion,
+)
 from arcticqa.store.reviews import get_plan, list_plans, plan_assignments, plan_verdicts
 from arcticqa.store.tables import ReviewAssignment, ReviewPlan, ReviewVerdict
 
-__all__ = ["StratumRow", "Agreement", "GateMiss", "ReviewReport", "current_verdicts", "build_report",
+__all__ = ["StratumRow", "PairKappa", "Agreement", "GateMiss", "ReviewReport", "current_verdicts", "build_report",
            "report_for_store", "render_text", "render_html", "GATE_FOR_FAILURE"]
 
 #: the gate that should have caught each failure type (a distractor's own verification is used
@@ -55,12 +64,28 @@ class StratumRow(BaseModel):
     estimate: Estimate
 
 
+class PairKappa(BaseModel):
+    """Cohen's kappa between two reviewers over the items both rated."""
+
+    reviewers: tuple[str, str]
+    items: int
+    kappa: float | None = None
+
+
 class Agreement(BaseModel):
+    """Agreement between reviewers, never between review slots: a reviewer who is sometimes the
+    first and sometimes the second keeps one set of marginals."""
+
     items: int
     reviewers: list[str]
+    #: with exactly two reviewers: their Cohen's kappa
     cohen_kappa: float | None = None
+    #: every pair of reviewers who rated an item in common
+    pairwise: list[PairKappa] = Field(default_factory=list)
+    #: two ratings per doubly reviewed item, whoever gave them
+    fleiss_kappa: float | None = None
     krippendorff_alpha: float | None = None
-    #: the statistic the issue asks for: kappa with two reviewers, alpha with more
+    #: Cohen's kappa with two reviewers, Krippendorff's alpha with more
     headline: Literal["cohen_kappa", "krippendorff_alpha"] = "cohen_kappa"
     observed_agreement: float | None = None
 
@@ -126,20 +151,30 @@ def _agreement(assigned: list[ReviewAssignment], live: dict[tuple[str, str], Rev
     slots: dict[str, dict[int, ReviewAssignment]] = defaultdict(dict)
     for a in assigned:
         slots[a.item_key][a.slot] = a
-    pairs: list[tuple[str, str]] = []
+    doubly: list[tuple[str, str]] = []  # (verdict, verdict) per doubly reviewed item, any order
     ratings: dict[str, dict[str, str]] = defaultdict(dict)
     for key, by_slot in slots.items():
         if 1 in by_slot and 2 in by_slot:
             first, second = (live.get((key, by_slot[s].reviewer)) for s in (1, 2))
             if first is not None and second is not None:
-                pairs.append((first.verdict, second.verdict))
+                doubly.append((first.verdict, second.verdict))
                 ratings[first.reviewer][key] = first.verdict
                 ratings[second.reviewer][key] = second.verdict
     reviewers = sorted(ratings)
-    return Agreement(items=len(pairs), reviewers=reviewers, cohen_kappa=cohen_kappa(pairs),
-                     krippendorff_alpha=krippendorff_alpha(ratings) if pairs else None,
+    pairwise = []
+    for i, a in enumerate(reviewers):
+        for b in reviewers[i + 1:]:
+            shared = sorted(set(ratings[a]) & set(ratings[b]))
+            if shared:
+                # pairs ordered by reviewer, not by slot: each reviewer's own marginals
+                pairs = [(ratings[a][k], ratings[b][k]) for k in shared]
+                pairwise.append(PairKappa(reviewers=(a, b), items=len(shared), kappa=cohen_kappa(pairs)))
+    return Agreement(items=len(doubly), reviewers=reviewers,
+                     cohen_kappa=pairwise[0].kappa if len(reviewers) == 2 and pairwise else None,
+                     pairwise=pairwise, fleiss_kappa=fleiss_kappa(doubly),
+                     krippendorff_alpha=krippendorff_alpha(ratings) if doubly else None,
                      headline="cohen_kappa" if len(reviewers) <= 2 else "krippendorff_alpha",
-                     observed_agreement=sum(a == b for a, b in pairs) / len(pairs) if pairs else None)
+                     observed_agreement=sum(a == b for a, b in doubly) / len(doubly) if doubly else None)
 
 
 def _gate(failure: str, item: ReviewItem) -> str:
@@ -262,8 +297,10 @@ def render_text(report: ReviewReport) -> str:
              *[f"  among {_DECIDED[d]} items: {e.text}" for d, e in report.by_decision.items()],
              f"false-rejection rate (sampled rejected candidates): {report.false_rejection.text}",
              f"agreement on {a.items} doubly reviewed item(s): Cohen's kappa {_fmt(a.cohen_kappa)}, "
-             f"Krippendorff's alpha {_fmt(a.krippendorff_alpha)} (headline: "
-             f"{'kappa' if a.headline == 'cohen_kappa' else 'alpha'})",
+             f"Fleiss' kappa {_fmt(a.fleiss_kappa)}, Krippendorff's alpha {_fmt(a.krippendorff_alpha)} "
+             f"(headline: {'kappa' if a.headline == 'cohen_kappa' else 'alpha'})",
+             *([f"  Cohen's kappa {p.reviewers[0]} × {p.reviewers[1]} ({p.items} item(s)): {_fmt(p.kappa)}"
+                for p in a.pairwise] if len(a.pairwise) > 1 else []),
              "by failure type:"]
     lines += [f"  {f}: {e.text}" for f, e in report.by_failure.items() if e.hits]
     lines.append("by stratum:")

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from arcticqa.release.cues import wilson_interval
 
 __all__ = ["Z95", "Estimate", "sample_size", "allocate", "effective_size", "proportion", "stratified_proportion",
-           "cohen_kappa", "krippendorff_alpha"]
+           "cohen_kappa", "fleiss_kappa", "krippendorff_alpha"]
 
 #: the two-sided 95% normal quantile
 Z95 = 1.959964
@@ -141,6 +141,31 @@ def cohen_kappa(pairs: Sequence[tuple[Hashable, Hashable]]) -> float | None:
     if expected >= 1:
         return None
     return (observed - expected) / (1 - expected)
+
+
+def fleiss_kappa(units: Sequence[Sequence[Hashable]]) -> float | None:
+    """Fleiss' kappa: each unit rated by the same number of raters (any raters; here two reviewers
+    per doubly reviewed item, a different pair on different items). None when undefined (no unit,
+    fewer than two ratings a unit, or every rating one category).
+
+    Written out (a dozen lines) rather than taking statsmodels, its scipy/pandas/patsy stack, for
+    it; checked against the worked example of Fleiss' paper as Wikipedia gives it (kappa 0.210).
+    """
+    if not units:
+        return None
+    raters = len(units[0])
+    if raters < 2 or any(len(u) != raters for u in units):
+        return None
+    counts = [Counter(u) for u in units]
+    total = Counter[Hashable]()
+    for c in counts:
+        total.update(c)
+    n_units = len(units)
+    agreement = sum((sum(v * v for v in c.values()) - raters) / (raters * (raters - 1)) for c in counts) / n_units
+    chance = sum((v / (n_units * raters)) ** 2 for v in total.values())
+    if chance >= 1:
+        return None
+    return (agreement - chance) / (1 - chance)
 
 
 def krippendorff_alpha(ratings: Mapping[str, Mapping[str, Hashable]]) -> float | None:
