@@ -162,13 +162,13 @@ def _agreement(assigned: list[ReviewAssignment], live: dict[tuple[str, str], Rev
                 ratings[second.reviewer][key] = second.verdict
     reviewers = sorted(ratings)
     pairwise = []
-    for i, a in enumerate(reviewers):
-        for b in reviewers[i + 1:]:
-            shared = sorted(set(ratings[a]) & set(ratings[b]))
+    for i, left in enumerate(reviewers):
+        for right in reviewers[i + 1:]:
+            shared = sorted(set(ratings[left]) & set(ratings[right]))
             if shared:
                 # pairs ordered by reviewer, not by slot: each reviewer's own marginals
-                pairs = [(ratings[a][k], ratings[b][k]) for k in shared]
-                pairwise.append(PairKappa(reviewers=(a, b), items=len(shared), kappa=cohen_kappa(pairs)))
+                pairs = [(ratings[left][k], ratings[right][k]) for k in shared]
+                pairwise.append(PairKappa(reviewers=(left, right), items=len(shared), kappa=cohen_kappa(pairs)))
     return Agreement(items=len(doubly), reviewers=reviewers,
                      cohen_kappa=pairwise[0].kappa if len(reviewers) == 2 and pairwise else None,
                      pairwise=pairwise, fleiss_kappa=fleiss_kappa(doubly),
