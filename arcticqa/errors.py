@@ -25,8 +25,9 @@ real base class, and that every public exception class of ``arcticqa`` is define
     │   └── S2RequestError
     │       ├── S2TransientError
     │       └── S2TokenRejected
-    └── BuildFailed                   exit 1
-        └── FailureThresholdExceeded
+    ├── BuildFailed                   exit 1
+    │   └── FailureThresholdExceeded
+    └── EndpointUnreachable           exit 1
 
 Module-private control-flow signals (``_Retry``, ``_Outcome`` in ``text/fetch.py``, ``_Reject`` in
 ``geo/coordinates.py``, ``_Unreadable`` in ``standins/passthrough.py``) never leave their module
@@ -56,6 +57,7 @@ __all__ = [
     "S2TokenRejected",
     "BuildFailed",
     "FailureThresholdExceeded",
+    "EndpointUnreachable",
 ]
 
 
@@ -160,3 +162,8 @@ class BuildFailed(ArcticQAError):
 
 class FailureThresholdExceeded(BuildFailed):
     """More than ``failure_threshold`` of a batch failed: something systemic is wrong."""
+
+
+class EndpointUnreachable(ArcticQAError):
+    """An endpoint a command needs (a model's ``base_url``, Semantic Scholar) does not answer or
+    refuses the key, found before any work started (nothing was changed)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.text import Text
 
 from arcticqa import __version__
@@ -28,10 +28,36 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"max_content_width": 160},
 )
+#: the width of output that goes to a pipe or a file (no terminal, no $COLUMNS): wide enough that no
+#: table cuts an id or a number, as Rich's 80-column default did (`succee…`, `always-abst…`)
+PIPED_WIDTH = 1000
+
+
+class _Console(Console):
+    """Rich's console, except that output to a pipe or a file is not held to 80 columns: a log or
+    ``| grep`` gets whole ids and numbers. A terminal keeps its width; ``$COLUMNS`` still wins."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        found = super().size
+        if self._width is not None or self._environ.get("COLUMNS", "").isdigit():
+            return found
+        isatty = getattr(self.file, "isatty", None)
+        try:
+            piped = isatty is None or not isatty()
+        except ValueError:  # a closed file
+            piped = True
+        return ConsoleDimensions(PIPED_WIDTH, found.height) if piped else found
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
 # Markup is off: messages carry user and config text ("not under [models]", file names, quoted
 # spans) that Rich would otherwise eat as tags. Colour is given with Text(..., style=...) instead.
-console = Console(markup=False)
-err_console = Console(stderr=True, markup=False)
+console: Console = _Console(markup=False)
+err_console: Console = _Console(stderr=True, markup=False)
 
 
 def _print_version(value: bool) -> None:

@@ -70,6 +70,11 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     if keywords is not None:
         overrides["keywords_file"] = keywords
     settings = load_settings(config, **({"build": overrides} if overrides else {}))
+    # before the store is opened (or created) and before a Prefect server starts: a wrong path, a
+    # missing key, no network or a wrong base_url is one line and exit 1/2, not minutes of retries
+    from arcticqa.pipeline.preflight import preflight_build
+
+    preflight_build(settings)
     route: BuildOrchestrator = LOCAL
     if orchestrator is Orchestrator.prefect:
         # imported only on this route: importing Prefect costs seconds the local route never pays
@@ -250,6 +255,18 @@ def doctor(config: ConfigOption = None,
             endpoint = seen_endpoints.get(base, endpoint)
         table.add_row(role, name, cfg.provider, cfg.model, key, endpoint)
     console.print(table)
+    if settings.build.source.strip() == "s2" and not offline:
+        # imported in the command, not at the top: `arcticqa --help` stays fast
+        from arcticqa.errors import EndpointUnreachable
+        from arcticqa.pipeline.preflight import check_endpoints, s2_endpoint
+
+        s2 = s2_endpoint(settings)
+        try:
+            check_endpoints([s2], timeout_s=5.0)
+            console.print(f"source s2: {s2.url} answers", highlight=False)
+        except EndpointUnreachable as exc:
+            problems += 1
+            console.print(Text(f"source s2: {str(exc).split('; nothing', 1)[0]}", style="red"), highlight=False)
     store_file = sqlite_file(settings.store.url)
     if store_file is not None and not store_file.is_file():
         # doctor runs before the first build, so no store yet is news, not a problem

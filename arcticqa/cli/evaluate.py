@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 
-from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, handle_errors
+from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, err_console, handle_errors
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sqlalchemy.engine import Engine
 
-    from arcticqa.config import EvalModel, Settings
+    from arcticqa.config import EvalModel, ModelConfig, Settings
     from arcticqa.evaluate.arcticabstain.records import ResponseRecord
     from arcticqa.evaluate.protocols import EvalProtocol, ReportOptions, ReportSummary, RunOptions
     from arcticqa.evaluate.runner import RunResult
@@ -64,6 +65,20 @@ def _db_url(value: str) -> str:
     return value if "://" in value else f"sqlite:///{value}"
 
 
+def _existing_db(value: str) -> str:
+    """The URL of a store a command only reads: a SQLite file that is not there is refused (exit 2)
+    before anything opens it, so a mistyped path never becomes a new, empty store."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.errors import InputError
+    from arcticqa.store.store import sqlite_file
+
+    url = _db_url(value)
+    found = sqlite_file(url)
+    if found is not None and not found.is_file():
+        raise InputError("store not found", path=value)
+    return url
+
+
 def _print_summary(summary: ReportSummary) -> None:
     for line in summary.lines:
         console.print(line, highlight=False)
@@ -103,6 +118,8 @@ def report_command(
 
     if (responses is None) == (db is None):
         raise ConfigError("give exactly one of --responses FILE or --db URL")
+    if db is not None:
+        db = _existing_db(db)
     chosen = get_protocol(protocol)
     if variants:
         if chosen.name != "arcticabstain" or db is None:
@@ -221,19 +238,18 @@ def exposure_command(
 def _exposure_records(responses: Path | None, db: str | None) -> tuple[list[ResponseRecord], str]:
     """The ArcticAbstain records of a published file or of the store, and the source's name."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.errors import ConfigError, InputError
+    from arcticqa.errors import ConfigError
     from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
     from arcticqa.evaluate.arcticabstain.records import load_published_responses
 
     if responses is not None:
         return load_published_responses(responses)[0], str(responses)
     assert db is not None
-    if "://" not in db and not Path(db).is_file():  # a mistyped path must not become a new, empty store
-        raise InputError("store not found", path=db)
+    db = _existing_db(db)  # a mistyped path must not become a new, empty store
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.store.db import make_engine
 
-    records = ARCTICABSTAIN.records_from_store(make_engine(_db_url(db)))
+    records = ARCTICABSTAIN.records_from_store(make_engine(db))
     if not records:
         raise ConfigError(f"{_db_url(db)}: the store holds no arcticabstain responses")
     return records, _db_url(db)
@@ -315,33 +331,69 @@ def _score_inspect_logs(chosen: EvalProtocol, logs: list[Path], items: Path | No
     return summary
 
 
-def _print_run(result: object) -> None:
-    # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.evaluate.runner import RunResult
-
-    assert isinstance(result, RunResult)
+def _print_run(result: RunResult) -> None:
     console.print(f"run {result.run_id}: {result.recorded} recorded, {result.skipped} already recorded, "
                   f"{result.planned} planned, {result.elapsed_s:.1f} s")
     for label, counts in result.outcomes.items():
-        console.print(f"  {label}: " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts)), highlight=False)
+        failed = f" ({result.failed[label]} of {sum(counts.values())} calls got no answer)" \
+            if result.failed.get(label) else ""
+        console.print(f"  {label}: " + ", ".join(f"{k} {counts[k]}" for k in sorted(counts)) + failed,
+                      highlight=False)
 
 
-async def _run_with_verifier(settings: Settings, verifier: str, chosen: EvalProtocol, options: RunOptions,
-                             models: list[EvalModel], engine: Engine, *, resume: bool,
-                             progress: Callable[[str, int, int], None]) -> RunResult:
-    """The run with the verifier role answered by the ``[models]`` entry ``verifier``, through the
-    gateway, whose model calls are recorded in the evaluator's store under the run's id."""
-    import uuid
-    from dataclasses import replace
+class RunProgress:
+    """``evaluate run``'s progress, per model: calls done of those to make, how many got no answer,
+    and the rate. On a terminal a live bar; in a pipe or a log, a line when a model starts, every
+    ``every_s`` seconds after, and when it is done."""
 
+    def __init__(self, out: Console, *, every_s: float = 10.0) -> None:
+        import time
+
+        self.out, self.every_s, self.clock = out, every_s, time.monotonic
+        self.started = self.clock()
+        self.last: dict[str, float] = {}
+        self.tasks: dict[str, Any] = {}
+        self.bar: Any = None
+        if out.is_terminal:
+            # imported here: only a terminal needs it
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("{task.fields[failed]} failed"), TextColumn("{task.fields[rate]}"),
+                                TimeElapsedColumn(), console=out)
+
+    def __enter__(self) -> RunProgress:
+        self.started = self.clock()
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def _rate(self, done: int) -> str:
+        elapsed = self.clock() - self.started
+        return f"{done / elapsed:.1f} calls/s" if elapsed > 0 and done else "- calls/s"
+
+    def __call__(self, label: str, done: int, total: int, failed: int) -> None:
+        if self.bar is not None:
+            if label not in self.tasks:
+                self.tasks[label] = self.bar.add_task(label, total=total, failed=0, rate="")
+            self.bar.update(self.tasks[label], completed=done, total=total, failed=failed, rate=self._rate(done))
+            return
+        now = self.clock()
+        if done and done < total and now - self.last.get(label, now) < self.every_s:
+            return
+        self.last[label] = now
+        self.out.print(f"  {label}: {done}/{total} calls, {failed} failed, {self._rate(done)}", highlight=False)
+
+
+def _verifier_config(settings: Settings, verifier: str) -> ModelConfig:
+    """The ``[models]`` entry of the open verifier, checked (defined, served over HTTP, key set)."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import did_you_mean
     from arcticqa.errors import ConfigError
-    from arcticqa.evaluate.open.parse import VERIFIER_ROLE
-    from arcticqa.evaluate.runner import run_protocol
-    from arcticqa.llm.gateway import Gateway
-    from arcticqa.pipeline.ledger import StoreLedger
-    from arcticqa.store.store import Store
 
     cfg = settings.models.get(verifier)
     if cfg is None:
@@ -350,6 +402,25 @@ async def _run_with_verifier(settings: Settings, verifier: str, chosen: EvalProt
         raise ConfigError(f"open verifier {verifier!r}: the offline provider has no open verifier; "
                           "name a model served over an OpenAI-compatible API")
     cfg.api_key()  # fail before any call when its key is missing
+    return cfg
+
+
+async def _run_with_verifier(settings: Settings, verifier: str, chosen: EvalProtocol, options: RunOptions,
+                             models: list[EvalModel], engine: Engine, *, resume: bool,
+                             progress: Callable[[str, int, int, int], None]) -> RunResult:
+    """The run with the verifier role answered by the ``[models]`` entry ``verifier``, through the
+    gateway, whose model calls are recorded in the evaluator's store under the run's id."""
+    import uuid
+    from dataclasses import replace
+
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.evaluate.open.parse import VERIFIER_ROLE
+    from arcticqa.evaluate.runner import run_protocol
+    from arcticqa.llm.gateway import Gateway
+    from arcticqa.pipeline.ledger import StoreLedger
+    from arcticqa.store.store import Store
+
+    _verifier_config(settings, verifier)
     run_id = uuid.uuid4().hex[:12]
     store = Store(engine.url.render_as_string(hide_password=False))
     try:
@@ -373,10 +444,14 @@ def run_command(
     resume: Annotated[bool, typer.Option("--resume", help="Skip cells already recorded.")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Also write the report here.")] = None,
     protocol: ProtocolOption = "arcticabstain",
+    variants: Annotated[str | None, typer.Option(
+        "--variants", help="Prompt variants, separated by commas. ArcticAbstain: plan ([evaluate.variants]), a "
+                           "plan FILE.toml, or variant ids (e.g. published,reworded.numbers.last); Abstain-QA: "
+                           "standard | abstain | extreme_abstain (default standard); Know2Guess and open: "
+                           "answer_or_abstain | answer_only | answer_or_abstain_terse (default answer_or_abstain); "
+                           "or prompt files.")] = None,
     variant: Annotated[list[str] | None, typer.Option(
-        "--variant", help="Prompt variant or prompt file (repeatable). Abstain-QA: standard | abstain | "
-                          "extreme_abstain (default standard); Know2Guess: answer_or_abstain | answer_only | "
-                          "answer_or_abstain_terse (default answer_or_abstain).")] = None,
+        "--variant", hidden=True, help="Deprecated: one prompt variant (repeatable); use --variants A,B.")] = None,
     verbal_confidence: Annotated[bool, typer.Option(
         "--verbal-confidence", help="Abstain-QA: also ask for a confidence 1-5.")] = False,
     open_verifier: Annotated[str | None, typer.Option(
@@ -386,19 +461,18 @@ def run_command(
     wrong_penalty: PenaltyOption = 1.0,
     ece_bins: BinsOption = 10,
     overwrite: OverwriteOption = False,
-    variants: Annotated[str | None, typer.Option(
-        "--variants", help="ArcticAbstain prompt variants: plan ([evaluate.variants]), a plan FILE.toml, or "
-                           "ids separated by commas (e.g. published,reworded.numbers.last).")] = None,
 ) -> None:
     """Run the configured models on every item: ArcticAbstain (both conditions), or --protocol
     abstainqa / know2guess / open with their prompt variants (no Prefect; see the flow); with an
-    open verifier, the open protocol's undecided replies are judged by it (lower confidence)."""
+    open verifier, the open protocol's undecided replies are judged by it (lower confidence).
+    Every model's endpoint is checked first; progress shows calls done, failed and the rate; a run
+    in which no call got an answer exits 1."""
     import asyncio
     import os
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.config import DEFAULT_CONFIG_NAME, load_settings
-    from arcticqa.errors import ConfigError
+    from arcticqa.errors import ConfigError, LLMTransportError
     from arcticqa.evaluate.protocols import ReportOptions, RunOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
     from arcticqa.evaluate.runner import run_protocol
@@ -418,33 +492,51 @@ def run_command(
         raise ConfigError("give --items or set [evaluate] items")
     for m in models:
         m.api_key()  # fail before any call when a key is missing
+
+    chosen = get_protocol(protocol)
+    if variant:
+        err_console.print(f"warning: --variant is deprecated; use --variants {','.join(variant)}", style="yellow",
+                          highlight=False)
+    chosen_variants = tuple(variant or ())
+    if variants is not None:
+        if chosen.name == "arcticabstain":
+            # imported in the command, not at the top: `arcticqa --help` stays fast
+            from arcticqa.evaluate.variants import resolve_variants
+
+            chosen_variants += tuple(resolve_variants(variants, settings.variants))
+        else:
+            named = tuple(part.strip() for part in variants.split(",") if part.strip())
+            if not named:
+                raise ConfigError(f"--variants: give prompt variants of --protocol {chosen.name} separated by commas")
+            chosen_variants += named
+    options = RunOptions(items=items_path, trials=trials or settings.trials, eval_set=settings.eval_set,
+                         variants=tuple(dict.fromkeys(chosen_variants)), prompt=settings.prompt,
+                         verbal_confidence=verbal_confidence)
+    chosen.live(options)  # reads the items and every prompt: a mistake is exit 2 before a call or a store
+    verifier = open_verifier or settings.open_verifier
+    _check_model_endpoints(models, _verifier_config(full, verifier) if verifier else None)
     db_url = _db_url(db) if db else settings.db_url
     engine = make_engine(db_url)
 
-    def progress(label: str, done: int, total: int) -> None:
-        if done == total or done % 100 == 0:
-            console.print(f"  {label}: {done}/{total}", highlight=False)
-
-    chosen = get_protocol(protocol)
-    chosen_variants = tuple(variant or ())
-    if variants is not None:
-        if chosen.name != "arcticabstain":
-            raise ConfigError(f"--variants plans ArcticAbstain prompt variants; --protocol {chosen.name} "
-                              f"takes --variant")
-        # imported in the command, not at the top: `arcticqa --help` stays fast
-        from arcticqa.evaluate.variants import resolve_variants
-
-        chosen_variants += tuple(resolve_variants(variants, settings.variants))
-    options = RunOptions(items=items_path, trials=trials or settings.trials, eval_set=settings.eval_set,
-                         variants=chosen_variants, prompt=settings.prompt, verbal_confidence=verbal_confidence)
-    verifier = open_verifier or settings.open_verifier
-    if verifier is None:
-        result = asyncio.run(run_protocol(chosen.live(options), models, engine, resume=resume, progress=progress))
-    else:
-        result = asyncio.run(_run_with_verifier(full, verifier, chosen, options, models, engine, resume=resume,
-                                                progress=progress))
+    with RunProgress(console) as progress:
+        if verifier is None:
+            result = asyncio.run(run_protocol(chosen.live(options), models, engine, resume=resume, progress=progress))
+        else:
+            result = asyncio.run(_run_with_verifier(full, verifier, chosen, options, models, engine, resume=resume,
+                                                    progress=progress))
     _print_run(result)
-    if out is not None and variants is not None:  # a variants run: the robustness report of its models
+    if result.all_failed:
+        # imported in the command, not at the top: `arcticqa --help` stays fast
+        from arcticqa.evaluate.recorded import forget_run
+
+        # nothing to keep: N0 cells would make a rerun (or --resume) skip them as done
+        forget_run(engine, result.run_id)
+        label, error = next(iter(result.first_error.items()))
+        raise LLMTransportError(f"none of the {result.called} calls of this run got an answer (model {label}: "
+                                f"{error}); nothing was recorded: fix the endpoint (`arcticqa doctor`) and run "
+                                "again")
+    if out is not None and variants is not None and chosen.name == "arcticabstain":
+        # a variants run: the robustness report of its models
         _variants_report(db_url, out, models=[m.label for m in models], resamples=10_000, seed=7, figure=True)
     elif out is not None:
         labels = [m.label for m in models]
@@ -454,13 +546,38 @@ def run_command(
             source=str(engine.url), models=labels, in_given_order=True))
 
 
+def _check_model_endpoints(models: list[EvalModel], verifier: ModelConfig | None) -> None:
+    """Every model's endpoint (and the open verifier's) answers, before any store is opened or any
+    call is made: an unreachable base_url is one line and exit 1, not minutes of retries."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.pipeline.preflight import OPENAI_URL, Endpoint, check_endpoints
+
+    found: dict[str, Endpoint] = {}
+    named: list[tuple[str, ModelConfig]] = [(f"model {m.label}", m) for m in models]
+    if verifier is not None and verifier.provider == "openai":
+        named.append(("the open verifier", verifier))
+    for what, cfg in named:
+        base = (cfg.base_url or OPENAI_URL).rstrip("/")
+        found.setdefault(base, Endpoint(f"the endpoint {base} of {what}", f"{base}/models", cfg.api_key_env or None))
+    check_endpoints(list(found.values()), timeout_s=10.0)
+
+
 @evaluate_app.command("policies")
 @handle_errors
 def policies_command(
     items: Annotated[Path, typer.Option("--items", help="The release items.jsonl.")],
     out: OutOption,
-    db: Annotated[str, typer.Option("--db", help="Store URL or SQLite path.")] = "sqlite:///.arcticqa/eval-policies.db",
+    db: Annotated[str | None, typer.Option(
+        "--db", help="Keep the responses in this store (SQLAlchemy URL or SQLite path; cells already there are "
+                     "not asked again). Default: a temporary store, deleted afterwards. The report covers this "
+                     "run's cells only (its eval set, trials, items), whatever else the store holds.")] = None,
     trials: Annotated[int, typer.Option("--trials", min=1, help="Trials per condition and policy.")] = 3,
+    protocol: Annotated[str, typer.Option(
+        "--protocol", help="arcticabstain (the options shown) | open (no options shown; the report pairs each "
+                           "policy with its arcticabstain answers, asked too).")] = "arcticabstain",
+    eval_set: Annotated[str, typer.Option(
+        "--eval-set", help="Eval set id. It seeds the option order, so first-option and random depend on it: "
+                           "`arcticqa demo` uses arcticqa-demo.")] = "arcticqa",
     overwrite: OverwriteOption = False,
     variants: Annotated[str | None, typer.Option(
         "--variants", help="Ask these ArcticAbstain prompt variants (a plan FILE.toml or ids separated by "
@@ -469,22 +586,44 @@ def policies_command(
     """Evaluate the built-in reference policies (always-abstain, first-option, random, oracle)
     served over a local OpenAI-compatible server, through the real runner."""
     import asyncio
+    import tempfile
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.evaluate.policies import run_reference_policies
+    from arcticqa.config import did_you_mean
+    from arcticqa.errors import ConfigError, InputError
+    from arcticqa.evaluate.policies import run_open_reference_policies, run_reference_policies
     from arcticqa.evaluate.reportio import check_report_folder
 
     check_report_folder(out, overwrite=overwrite)
-    if variants is not None:
-        # imported in the command, not at the top: `arcticqa --help` stays fast
-        from arcticqa.config import VariantPlanSettings
-        from arcticqa.evaluate.variants import resolve_variants, run_policy_variants, variant_summary_lines
+    served = ("arcticabstain", "open")  # the protocols the reference policies answer
+    if protocol not in served:
+        raise ConfigError(f"--protocol {protocol}: the reference policies answer {' and '.join(served)}"
+                          f"{did_you_mean(protocol, served)}")
+    if variants is not None and protocol != "arcticabstain":
+        raise ConfigError("--variants asks ArcticAbstain prompt variants: leave out --protocol open")
+    if not items.is_file():
+        raise InputError("items file not found", path=str(items))
+    with tempfile.TemporaryDirectory(prefix="arcticqa-policies-") as scratch:
+        db_url = _db_url(db) if db is not None else f"sqlite:///{Path(scratch) / 'responses.db'}"
+        kept = f"responses kept in {db}" if db is not None else "responses not kept (--db STORE keeps them)"
+        console.print(f"reference policies on {items}: --protocol {protocol}, eval set {eval_set}, {trials} "
+                      f"trial{'s' if trials != 1 else ''}; {kept}", highlight=False, soft_wrap=True)
+        if variants is not None:
+            # imported in the command, not at the top: `arcticqa --help` stays fast
+            from arcticqa.config import VariantPlanSettings
+            from arcticqa.evaluate import variants as plans
 
-        ids = resolve_variants(variants, VariantPlanSettings())
-        report = asyncio.run(run_policy_variants(items, out, db_url=_db_url(db), variants=ids, trials=trials))
-        for line in variant_summary_lines(report):
-            console.print(line, highlight=False)
-        console.print(f"report written to {out}")
-        return
-    paths = asyncio.run(run_reference_policies(items, out, db_url=_db_url(db), trials=trials))
-    console.print(f"report written to {paths.out_dir}")
+            ids = plans.resolve_variants(variants, VariantPlanSettings())
+            report = asyncio.run(plans.run_policy_variants(items, out, db_url=db_url, variants=ids, trials=trials,
+                                                           eval_set=eval_set))
+            for line in plans.variant_summary_lines(report):
+                console.print(line, highlight=False)
+            console.print(f"report written to {out}")
+            return
+        if protocol == "open":
+            summary = asyncio.run(run_open_reference_policies(items, out, db_url=db_url, trials=trials,
+                                                              eval_set=eval_set, ask_mc=True))
+            _print_summary(summary)
+            return
+        paths = asyncio.run(run_reference_policies(items, out, db_url=db_url, trials=trials, eval_set=eval_set))
+        console.print(f"report written to {paths.out_dir}")

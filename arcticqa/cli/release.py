@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from arcticqa.cli.app import ConfigOption, OverwriteOption, Text, app, console, err_console, handle_errors
-from arcticqa.errors import StageError
+from arcticqa.errors import ConfigError, StageError
 
 if TYPE_CHECKING:
+    from arcticqa.release.audit import AuditData
     from arcticqa.store import Store
 
 __all__ = ["validate_release_cmd", "export_cmd", "audit_cmd", "funnel_cmd"]
@@ -146,6 +147,7 @@ def audit_cmd(
     if html is not None:
         check_file_target(html, overwrite=overwrite)
     data = _read_store(config, lambda store: audit_data(store, stage=stage, rule=rule, paper=paper))
+    _check_audit_filters(data, stage=stage, rule=rule)
     if html is not None:
         # imported in the command, not at the top: `arcticqa --help` stays fast
         from arcticqa.release.audit import render_audit_html
@@ -169,6 +171,31 @@ def audit_cmd(
             console.print("    evidence: " + json.dumps(r.evidence, ensure_ascii=False, sort_keys=True),
                           highlight=False, soft_wrap=True)
     console.print(f"{len(rows)} row(s)", highlight=False)
+
+
+def _check_audit_filters(data: AuditData, *, stage: str | None, rule: str | None) -> None:
+    """A --stage or --rule that names nothing the build knows is a typo, not "0 rows": refuse it
+    (exit 2) with the closest known id."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    import arcticqa.pipeline.stages  # noqa: F401  (imports every stage, which declares its rules)
+    from arcticqa.config import did_you_mean
+    from arcticqa.pipeline.stages import BUILD_STAGES
+    from arcticqa.rules import all_rules
+    from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
+
+    if stage is not None:
+        stages = {"discover", "review", *(s.name for s in BUILD_STAGES), *CONSTRUCT_STEPS,
+                  *(r.stage for r in data.rejections)}
+        if stage not in stages:
+            raise ConfigError(f"--stage {stage}: no such stage{did_you_mean(stage, stages)} "
+                              f"(stages: {', '.join(sorted(stages))})")
+    if rule is not None:
+        rules = {r.id for r in all_rules()} | {r.rule_id for r in data.rejections}
+        known = rule in rules or (rule.endswith(".") and any(r.startswith(rule) for r in rules))
+        if not known:
+            prefixes = {r.split(".", 1)[0] + "." for r in rules}
+            raise ConfigError(f"--rule {rule}: no such rule id{did_you_mean(rule, rules | prefixes)} "
+                              "(`arcticqa rules` lists them; a prefix ends in '.')")
 
 
 @app.command("funnel")

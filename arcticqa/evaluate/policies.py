@@ -29,7 +29,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from arcticqa.config import EvalModel
 from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
@@ -37,14 +37,19 @@ from arcticqa.evaluate.arcticabstain.items import EvalItem, load_items
 from arcticqa.evaluate.arcticabstain.prompt import DEFAULT_PROMPT_PATH
 from arcticqa.evaluate.arcticabstain.report import ReportPaths, StatsSettings, build_report, write_report
 from arcticqa.evaluate.open import OPEN
-from arcticqa.evaluate.runner import run_protocol
-from arcticqa.evaluate.shape import ReportOptions, ReportSummary, RunOptions
+from arcticqa.evaluate.open.report import build_open_report
+from arcticqa.evaluate.recorded import load_protocol_rows
+from arcticqa.evaluate.runner import LiveProtocol, run_protocol
+from arcticqa.evaluate.shape import ProtocolBase, ReportOptions, ReportSummary, RunOptions, ScoredRecord
 from arcticqa.standins.replies import Fault, Reply, Response
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine
 
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
 __all__ = ["REFERENCE_POLICIES", "OPEN_ABSTENTION", "parse_prompt", "open_question", "policy_responder", "gold_map",
-           "open_answers", "run_reference_policies", "run_open_reference_policies"]
+           "open_answers", "design_records", "run_reference_policies", "run_open_reference_policies"]
 
 REFERENCE_POLICIES: tuple[str, ...] = ("always-abstain", "first-option", "random", "oracle")
 ABSTAIN_TEXT = "I abstain from answering"
@@ -176,34 +181,65 @@ def _policy_models(policies: Sequence[str], base_url: str, concurrency: int) -> 
             for name in policies]
 
 
+_Record = TypeVar("_Record", bound=ScoredRecord)
+
+
+def design_records(protocol: ProtocolBase[Any, Any, _Record, Any], live: LiveProtocol, models: Sequence[EvalModel],
+                   engine: Engine) -> list[_Record]:
+    """The store's records of exactly the cells ``live`` plans for ``models`` (model, eval set, item,
+    condition or variant, trial): a store that also holds other runs (more trials, another eval
+    set, other items) adds nothing to the report of this one."""
+    planned = {(m.label, *call.cell) for m in models for call in live.plan(m)}
+    columns = tuple(dict.fromkeys((*protocol.row_columns, "model", "eval_set", "item_id", "condition", "trial")))
+    rows = load_protocol_rows(engine, protocol.name, columns, models=[m.label for m in models])
+    return [protocol.record_from_row(r) for r in rows
+            if (r["model"], r["eval_set"], r["item_id"], r["condition"], r["trial"]) in planned]
+
+
+async def _ask(live: LiveProtocol, policies: Sequence[str], engine: Engine, responder: Any, *, resume: bool,
+               concurrency: int) -> list[EvalModel]:
+    """Serve the policies on 127.0.0.1 and run ``live`` on them; the models as they were asked."""
+    with FakeOpenAIServer(responder) as server:
+        models = _policy_models(policies, server.base_url, concurrency)
+        await run_protocol(live, models, engine, resume=resume)
+    return models
+
+
 async def run_reference_policies(items_path: Path | str, out_dir: Path | str, *, db_url: str,
                                  trials: int = 3, policies: Sequence[str] = REFERENCE_POLICIES,
                                  eval_set: str = "arcticqa", resume: bool = True,
                                  concurrency: int = 16, settings: StatsSettings | None = None,
                                  prompt_path: Path | str = DEFAULT_PROMPT_PATH) -> ReportPaths:
-    """Serve the reference policies on 127.0.0.1, run the evaluator on them, write the report."""
+    """Serve the reference policies on 127.0.0.1, run the evaluator on them, write the report of
+    this run's cells (``eval_set``, ``trials``, these items), whatever else the store holds."""
     items = load_items(items_path)
     live = ARCTICABSTAIN.live(RunOptions(trials=trials, eval_set=eval_set, prompt=Path(prompt_path)), items=items)
     engine = make_engine(db_url)
     responder = policy_responder({item.question: item.gold_answer for item in items})
-    with FakeOpenAIServer(responder) as server:
-        await run_protocol(live, _policy_models(policies, server.base_url, concurrency), engine, resume=resume)
-    records = ARCTICABSTAIN.records_from_store(engine, models=list(policies))
+    models = await _ask(live, policies, engine, responder, resume=resume, concurrency=concurrency)
+    records = design_records(ARCTICABSTAIN, live, models, engine)
     report = build_report(records, settings=settings, source=db_url, models=list(policies))
-    return write_report(report, out_dir, source_name="the reference policies")
+    return write_report(report, out_dir, source_name=f"the reference policies (eval set {eval_set}, {trials} "
+                                                     f"trial{'s' if trials != 1 else ''})")
 
 
 async def run_open_reference_policies(items_path: Path | str, out_dir: Path | str, *, db_url: str,
                                       trials: int = 3, policies: Sequence[str] = REFERENCE_POLICIES,
                                       eval_set: str = "arcticqa", resume: bool = True,
-                                      concurrency: int = 16) -> ReportSummary:
+                                      concurrency: int = 16, ask_mc: bool = False) -> ReportSummary:
     """The reference policies through the open protocol (served on 127.0.0.1, the real runner);
-    the report pairs them with their multiple-choice responses in the same store, if any."""
+    the report pairs them with their multiple-choice responses of the same eval set, trials and
+    items in the store (``ask_mc``: ask those first, when the store may not hold them yet)."""
     items = load_items(items_path)
-    live = OPEN.live(RunOptions(trials=trials, eval_set=eval_set), items=items)
     engine = make_engine(db_url)
-    responder = policy_responder(open_answers=open_answers(items))
-    with FakeOpenAIServer(responder) as server:
-        await run_protocol(live, _policy_models(policies, server.base_url, concurrency), engine, resume=resume)
-    return OPEN.report_from_store(engine, Path(out_dir), ReportOptions(), source=db_url, models=list(policies),
-                                  in_given_order=True)
+    mc_live = ARCTICABSTAIN.live(RunOptions(trials=trials, eval_set=eval_set), items=items)
+    if ask_mc:
+        await _ask(mc_live, policies, engine, policy_responder({item.question: item.gold_answer for item in items}),
+                   resume=True, concurrency=concurrency)
+    live = OPEN.live(RunOptions(trials=trials, eval_set=eval_set), items=items)
+    models = await _ask(live, policies, engine, policy_responder(open_answers=open_answers(items)), resume=resume,
+                        concurrency=concurrency)
+    # the MC records of the same design (the models are matched by label)
+    mc = design_records(ARCTICABSTAIN, mc_live, models, engine)
+    opened = build_open_report(design_records(OPEN, live, models, engine), source=db_url, mc_records=mc)
+    return OPEN.report_summary(opened, OPEN.write_report(opened, Path(out_dir), ReportOptions()))

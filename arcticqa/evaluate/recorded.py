@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Engine
 
@@ -24,7 +24,7 @@ from arcticqa.store.db import is_sqlite, read_session, write_session
 from arcticqa.store.store import migrate_engine
 from arcticqa.store.tables import EvalResponseRow
 
-__all__ = ["ensure_tables", "insert_responses", "completed_cells", "load_protocol_rows"]
+__all__ = ["ensure_tables", "insert_responses", "completed_cells", "load_protocol_rows", "forget_run"]
 
 _TABLE = EvalResponseRow.__table__  # type: ignore[attr-defined]
 
@@ -88,3 +88,11 @@ def load_protocol_rows(engine: Engine, protocol: str, columns: Sequence[str], *,
         query = query.where(t.c.run_id == run_id)
     with read_session(engine) as session:
         return [dict(row._mapping) for row in session.execute(query)]
+
+
+def forget_run(engine: Engine, run_id: str) -> int:
+    """Delete the rows one run recorded (a run in which no call got an answer keeps nothing, so
+    running it again asks again); how many were deleted."""
+    with write_session(engine) as session:
+        result: Any = session.execute(delete(_TABLE).where(_TABLE.c.run_id == run_id))
+        return int(result.rowcount or 0)

@@ -31,7 +31,9 @@ from arcticqa.llm.ratelimit import ModelLimiter, estimate_tokens
 
 __all__ = ["RunResult", "ProtocolCall", "LiveProtocol", "run_protocol", "refuse_recorded_cells"]
 
-ProgressHook = Callable[[str, int, int], None]
+#: ``progress(model label, calls done, calls to make, calls that got no answer)``: once with 0 done
+#: before a model's first call, then after each call
+ProgressHook = Callable[[str, int, int, int], None]
 
 
 class _HasMessages(Protocol):
@@ -72,12 +74,29 @@ class RunResult:
     recorded: int = 0
     elapsed_s: float = 0.0
     outcomes: dict[str, Counter[str]] = field(default_factory=dict)
+    #: calls of this run (per model label) that got no answer from the provider (connection,
+    #: timeout, 429/5xx after the transport retries): recorded as the protocol's N0 cells
+    failed: dict[str, int] = field(default_factory=dict)
+    #: the first such call's error, per model label
+    first_error: dict[str, str] = field(default_factory=dict)
 
     def merge(self, other: RunResult) -> None:
         self.planned += other.planned
         self.skipped += other.skipped
         self.recorded += other.recorded
         self.outcomes.update(other.outcomes)
+        self.failed.update(other.failed)
+        self.first_error.update(other.first_error)
+
+    @property
+    def called(self) -> int:
+        """Calls this run made (cells it recorded)."""
+        return sum(sum(c.values()) for c in self.outcomes.values())
+
+    @property
+    def all_failed(self) -> bool:
+        """Whether this run made calls and not one got an answer."""
+        return self.called > 0 and sum(self.failed.values()) == self.called
 
 
 class _Writer:
@@ -112,18 +131,22 @@ class _Writer:
 async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
                    make_row: Callable[[_C, ChatOutcome], dict[str, Any]], counts: Counter[str],
                    progress: ProgressHook | None,
-                   review: Callable[[_C, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None) -> int:
-    """Call the model once per planned call (a worker pool), store each row; rows inserted."""
+                   review: Callable[[_C, dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
+                   result: RunResult | None = None) -> int:
+    """Call the model once per planned call (a worker pool), store each row; rows inserted.
+    ``result`` gets the calls that got no answer (:attr:`RunResult.failed`)."""
     queue: asyncio.Queue[_C] = asyncio.Queue()
     for call in todo:
         queue.put_nowait(call)
     writer = _Writer(engine)
     stop = asyncio.Event()
     limiter = ModelLimiter.for_config(model)
-    finished = 0
+    finished = failed = 0
+    if progress is not None:
+        progress(model.label, 0, len(todo), 0)
 
     async def worker(client: Any) -> None:
-        nonlocal finished
+        nonlocal finished, failed
         while True:
             try:
                 call = queue.get_nowait()
@@ -138,10 +161,15 @@ async def _execute(todo: Sequence[_C], model: EvalModel, engine: Engine,
             if review is not None:
                 row = await review(call, row)
             counts[row["outcome"]] += 1
+            if outcome.failure == "infrastructure":
+                failed += 1
+                if result is not None:
+                    result.failed[model.label] = failed
+                    result.first_error.setdefault(model.label, outcome.error or "no answer")
             await writer.add(row)
             finished += 1
             if progress is not None:
-                progress(model.label, finished, len(todo))
+                progress(model.label, finished, len(todo), failed)
 
     flusher = asyncio.create_task(writer.run(stop))
     try:
@@ -193,7 +221,7 @@ async def run_protocol(protocol: LiveProtocol, models: Sequence[EvalModel], engi
         if todo:
             result.recorded = await _execute(
                 todo, model, engine, lambda call, outcome: protocol.row(call, model, outcome, run_id, position),
-                counts, progress, protocol.review)
+                counts, progress, protocol.review, result)
         return result
 
     results = await asyncio.gather(*(one(first_position + i, m) for i, m in enumerate(models)))

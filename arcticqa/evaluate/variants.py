@@ -45,7 +45,7 @@ from arcticqa.evaluate.arcticabstain.prompt import (
     variant_id,
 )
 from arcticqa.evaluate.arcticabstain.records import ResponseRecord, model_order
-from arcticqa.evaluate.policies import REFERENCE_POLICIES, policy_responder
+from arcticqa.evaluate.policies import REFERENCE_POLICIES, design_records, policy_responder
 from arcticqa.evaluate.reportio import csv_text, f6, md_code, md_text, write_report_folder
 from arcticqa.evaluate.runner import run_protocol
 from arcticqa.evaluate.shape import RunOptions
@@ -477,18 +477,18 @@ def variant_summary_lines(report: VariantReport) -> list[str]:
 
 async def run_policy_variants(items_path: Path | str, out_dir: Path | str, *, db_url: str, variants: Sequence[str],
                               trials: int = 1, policies: Sequence[str] = REFERENCE_POLICIES,
-                              concurrency: int = 16) -> VariantReport:
+                              concurrency: int = 16, eval_set: str = "arcticqa") -> VariantReport:
     """Serve the reference policies on 127.0.0.1, ask them every variant (resuming recorded cells)
-    and write the variants report: the docs figure, and a check of the report on known behaviour."""
+    and write the variants report of this run's cells (its variants, trials, eval set and items,
+    whatever else the store holds): the docs figure, and a check of the report on known behaviour."""
     items = load_items(items_path)
-    live = ARCTICABSTAIN.live(RunOptions(trials=trials, variants=tuple(variants)), items=items)
+    live = ARCTICABSTAIN.live(RunOptions(trials=trials, variants=tuple(variants), eval_set=eval_set), items=items)
     engine = make_engine(db_url)
     with FakeOpenAIServer(policy_responder({item.question: item.gold_answer for item in items})) as server:
         models = [EvalModel(label=name, model=name, base_url=server.base_url, api_key_env=None,
                             max_concurrency=concurrency) for name in policies]
         await run_protocol(live, models, engine, resume=True)
-    records = [r for r in ARCTICABSTAIN.records_from_store(engine, models=list(policies), variant=None)
-               if r.variant in variants]
+    records = design_records(ARCTICABSTAIN, live, models, engine)
     report = build_variant_report(records, source="the reference policies", models=list(policies))
     write_variant_report(report, out_dir)
     return report

@@ -120,11 +120,13 @@ def load_queries(path: Path | str | None = None) -> list[str]:
 
     Duplicate queries are dropped (first kept). Raises :class:`InputError` naming file and line.
     """
-    file = Path(path) if path is not None else DEFAULT_KEYWORDS_PATH
+    # a relative path is read from the working folder, else from the shipped data/ (as a source's
+    # path is): the default data/keywords/arctic.txt is found from any folder
+    file = _resolve(str(path), None) if path is not None else DEFAULT_KEYWORDS_PATH
     try:
         data = file.read_bytes()
     except FileNotFoundError:
-        raise InputError("keyword file not found", path=str(file)) from None
+        raise InputError("keyword file not found", path=str(path if path is not None else file)) from None
     except OSError as exc:
         raise InputError(f"cannot read keyword file: {exc.strerror}", path=str(file)) from exc
     queries: list[str] = []
