@@ -43,7 +43,6 @@ SAMPLE_CORPUS = Path(__file__).resolve().parents[1] / "data" / "sample_corpus" /
 BUILD = "findings_per_paper = 5\nitems_per_family = 5\n"
 #: quick transport retries: the stand-in answers at once
 MODEL = "max_retries = 2\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\ntimeout_s = 30\n"
-_CONSTRUCT_STEPS = ("findings", "question", "reconstruct", "verify", "distractors", "option_check", "accept")
 
 
 def corpus_subset(folder: Path, papers: int | None) -> Path:
@@ -101,7 +100,8 @@ def _read_store(folder: Path, release: Path) -> dict[str, Any]:
     store = open_store(settings)
     try:
         findings = [(r.paper_id, r.output or {}) for r in store.runs(stage="findings")]
-        rejections = [(r.subject, r.rule_id) for r in store.rejections() if r.stage in _CONSTRUCT_STEPS]
+        rejections = [(r.subject, r.rule_id, (r.evidence or {}).get("option")) for r in store.rejections()
+                      if r.subject.startswith("fd-")]
         failures = [(r.subject or r.paper_id, f"{r.error_class}: {r.error_message}"[:160])
                     for r in store.runs(status="failed")]
         released = {json.loads(line)["item_id"] for line in (release / "items.jsonl").read_text(

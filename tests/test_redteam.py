@@ -355,6 +355,7 @@ def test_score_reads_reached_and_caught_from_the_store_rows() -> None:
              {"item_id": "aqa-2", "finding_id": "fd-2", "question": "Q2?", "question_context": "",
               "distractors": [{"text": "less than 18 days"}]}]
     out = score([leak, option], findings_outputs=findings,
-                rejections=[("fd-1/r0", "question.answer_leak")], failures=[], items=items)
+                rejections=[("fd-1/r0", "question.answer_leak", None),
+                            ("fd-2/r0", "distractor.format_mismatch", "another option")], failures=[], items=items)
     assert [(o.reached, o.caught_by) for o in out] == [(False, ["question.answer_leak"]), (True, [])]
     assert BY_NAME["leak_verbatim"].target == "question"

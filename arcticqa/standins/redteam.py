@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from arcticqa.gates.direction import antonyms
 from arcticqa.gates.evidence import answer_in_evidence
 from arcticqa.gates.numbers import Number, parse_numbers, prepare_text
 from arcticqa.standins.offline.text import answer_hedge, is_cyrillic
@@ -848,8 +849,6 @@ def _wrong_answer(f: Facts, rng: random.Random) -> tuple[str | None, str]:
     """Another answer than the gold one, in digits, words or another unit."""
     found = _answer_number(f.answer)
     if found is None:
-        from arcticqa.gates.direction import antonyms
-
         flipped = antonyms(f.answer)
         if flipped:
             return flipped[0], "antonym"
@@ -1029,19 +1028,21 @@ def _reached(plant: Plant, items: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def score(plants: Sequence[Plant], *, findings_outputs: Iterable[tuple[str, Mapping[str, Any]]],
-          rejections: Iterable[tuple[str, str]], failures: Iterable[tuple[str, str]],
+          rejections: Iterable[tuple[str, str, str | None]], failures: Iterable[tuple[str, str]],
           items: Sequence[Mapping[str, Any]]) -> list[Outcome]:
     """Decide each plant's outcome after a build.
 
     ``findings_outputs``: (paper id, the findings step's stored output); ``rejections``: (subject,
-    rule id) of every stored rejection of the construction steps (subjects ``<finding id>/r<n>``);
+    rule id, the option it names or None) of every stored rejection of the construction steps
+    (subjects ``<finding id>/r<n>``; an option plant counts only the rejections of its option and
+    the accept step's);
     ``failures``: (subject or paper id, error) of failed step attempts; ``items``: the accepted
     items' payloads (``finding_id``, question, context, distractors) that are in the release.
     """
     findings_outputs = list(findings_outputs)
-    by_finding: dict[str, list[str]] = {}
-    for subject, rule_id in rejections:
-        by_finding.setdefault(subject.split("/", 1)[0], []).append(rule_id)
+    by_finding: dict[str, list[tuple[str, str | None]]] = {}
+    for subject, rule_id, option in rejections:
+        by_finding.setdefault(subject.split("/", 1)[0], []).append((rule_id, option))
     failed: dict[str, list[str]] = {}
     for subject, error in failures:
         failed.setdefault(subject.split("/", 1)[0], []).append(error)
@@ -1054,7 +1055,9 @@ def score(plants: Sequence[Plant], *, findings_outputs: Iterable[tuple[str, Mapp
         caught = list(rules)
         its: list[Mapping[str, Any]] = []
         for fid in ids:
-            caught.extend(by_finding.get(fid, []))
+            for rule_id, option in by_finding.get(fid, []):
+                if plant.target != "options" or option in plant.marks or rule_id.startswith("accept."):
+                    caught.append(rule_id)
             caught.extend(f"failed:{e}" for e in failed.get(fid, []))
             its.extend(items_by_finding.get(fid, []))
         if plant.target == "transport":
