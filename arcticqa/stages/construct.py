@@ -32,7 +32,7 @@ from arcticqa.stages.option_check import OPTION_PROMPT, OptionCheck, OptionCheck
 from arcticqa.stages.question import QUESTION_PROMPT, QuestionDraft, QuestionResult, write_question
 from arcticqa.stages.reconstruct import RECONSTRUCT_PROMPT, Reconstruction, ReconstructResult, reconstruct
 from arcticqa.stages.results import StepResult
-from arcticqa.stages.verify import NOT_ENTAILED, VERIFY_PROMPT, VerifyResult, verify
+from arcticqa.stages.verify import HEDGED_ANSWER, NOT_ENTAILED, VERIFY_PROMPT, VerifyResult, verify
 
 __all__ = [
     "STAGES",
@@ -226,7 +226,7 @@ async def _from_finding(paper: PaperRecord, finding: Finding, llm: RoleClient, o
         result.verifications.append(verified)
         result._log("verify", subject, verified.rejections)
         if verified.rejections:
-            if any(r.rule_id == NOT_ENTAILED.id for r in verified.rejections):
+            if any(r.rule_id in (NOT_ENTAILED.id, HEDGED_ANSWER.id) for r in verified.rejections):
                 return None  # the finding itself is unsupported: no rewording fixes that
             feedback, previous = [f"{r.rule_id}: {r.message}" for r in verified.rejections], draft
             continue

@@ -5,7 +5,9 @@ with unit conversion and stated precision, numbers written in words, direction a
 non-answers such as "not stated in the evidence"). It decides ``match`` or
 ``mismatch`` when it can; only an ``undecided`` pair is left to the verifier's equivalence
 judgement, and that path is labelled ``model`` (lower confidence). The verifier also judges
-entailment, scope and claim type, context sufficiency and defensible alternatives.
+entailment, scope and claim type, context sufficiency and defensible alternatives; an answer
+every cited sentence hedges is rejected by rule (``verify.hedged_answer``,
+:mod:`arcticqa.gates.hedge`) whatever the verifier says.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pydantic import BaseModel, Field
 from arcticqa.gates.abstain import abstention_rule
 from arcticqa.gates.direction import is_direction_reversal
 from arcticqa.gates.distractors import options_equivalent
+from arcticqa.gates.hedge import answer_hedged
 from arcticqa.gates.numbers import numeric_within_tolerance
 from arcticqa.gates.numwords import spelled_as_digits
 from arcticqa.llm.types import RoleClient
@@ -34,6 +37,7 @@ __all__ = [
     "VerifyResult",
     "RECONSTRUCT_MISMATCH",
     "NOT_ENTAILED",
+    "HEDGED_ANSWER",
     "CAUSAL_OVERCLAIM",
     "SCOPE_CHANGED",
     "CONTEXT_INSUFFICIENT",
@@ -47,6 +51,9 @@ VERIFY_PROMPT = "verifier/v1"
 
 RECONSTRUCT_MISMATCH = rule("reconstruct.mismatch", "the blind reconstruction does not give the answer")
 NOT_ENTAILED = rule("verify.not_entailed", "the cited evidence does not entail the answer")
+HEDGED_ANSWER = rule("verify.hedged_answer",
+                     "every cited sentence stating the answer hedges it ('possibly declined', 'may have "
+                     "increased', 'either … or'): decided by rule, whatever the verifier says")
 CAUSAL_OVERCLAIM = rule("verify.causal_overclaim", "the question asks for a cause the finding does not claim")
 SCOPE_CHANGED = rule("verify.scope_changed", "the question changes the finding's scope")
 CONTEXT_INSUFFICIENT = rule("verify.context_insufficient",
@@ -145,6 +152,11 @@ async def verify(finding: Finding, draft: QuestionDraft, reconstruction: Reconst
                 reconstructed=reconstruction.answer, answer=finding.answer, decided_by="verifier"))
     if not verdict.entailed:
         rejections.append(NOT_ENTAILED.reject(verdict.reason or None, answer=finding.answer))
+    hedge = answer_hedged(finding.answer, finding.evidence_text)
+    if hedge is not None:
+        rejections.append(HEDGED_ANSWER.reject(
+            f"every cited sentence stating {finding.answer!r} hedges it ({hedge!r})", answer=finding.answer,
+            hedge=hedge, decided_by="rule"))
     asked_causal = "causal" in (verdict.question_claim_type, reconstruction.claim_type)
     if asked_causal and finding.claim_type != "causal":
         rejections.append(CAUSAL_OVERCLAIM.reject(
