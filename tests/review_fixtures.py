@@ -1,16 +1,23 @@
 """A small store for review tests: accepted items and candidates rejected at verification,
-written through the store's own write path (``Store.record_run``), in a second or so."""
+written through the store's own write path (``Store.record_run``), in a second or so; and the
+workbench as a real server (``arcticqa review serve`` in a subprocess on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from arcticqa.rules import Rejection
 from arcticqa.store.store import Store
 from arcticqa.store.tables import ItemRow
 
-__all__ = ["make_review_store", "item_payload"]
+__all__ = ["make_review_store", "item_payload", "free_port", "start_workbench"]
 
 #: (question, answer, distractors, evidence) in the shape of the demo's offline items
 _TOPICS = [
@@ -59,3 +66,29 @@ def make_review_store(path: Path, *, accepted: int = 6, rejected: int = 2) -> St
                          rejections=[Rejection(rule_id="verify.not_entailed", stage="verify",
                                                message="the cited evidence does not entail the answer")])
     return store
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_workbench(db: Path, port: int, *args: str) -> subprocess.Popen[bytes]:
+    """``arcticqa review serve`` on the store ``db`` at 127.0.0.1:``port`` (extra CLI ``args``), once
+    it answers; the caller stops it."""
+    config = db.with_suffix(".toml")
+    config.write_text(f'[store]\nurl = "sqlite:///{db}"\n', encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "arcticqa", "review", "serve", "-c", str(config),
+                             "--reviewer", "ana", "--port", str(port), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for _ in range(300):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/static/workbench.css", timeout=1)
+            return proc
+        except httpx.TransportError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"workbench did not start: {proc.stderr.read() if proc.stderr else ''!r}")

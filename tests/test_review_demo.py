@@ -9,9 +9,11 @@ import socket
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 import uvicorn
@@ -129,18 +131,19 @@ class _Server:
 def test_reviewers_work_in_headless_chromium_with_the_keyboard(store: Store, tmp_path: Path) -> None:
     _plan(store, "ana", "ben")
     drv = headless_chromium(tmp_path, window="1100,1500")
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    wait = WebDriverWait(drv, 20)
+    wait = WebDriverWait(drv, 20, ignored_exceptions=[StaleElementReferenceException])  # Save navigates
 
     def key(k: str) -> None:
         ActionChains(drv).send_keys(k).perform()
 
     def on_item(i: int, answered: bool) -> None:
-        wait.until(lambda d: d.current_url.endswith(f"/item/{i}")
+        wait.until(lambda d: urlparse(d.current_url).path == f"/item/{i}"
                    and d.execute_script("return document.documentElement.dataset.ready") == "1"
                    and bool(d.find_elements(By.ID, "your-verdict")) == answered)
 
@@ -158,7 +161,10 @@ def test_reviewers_work_in_headless_chromium_with_the_keyboard(store: Store, tmp
             # blind: no machine label until answered
             assert drv.find_elements(By.ID, "machine-verdict") == [] and drv.find_element(By.ID, "blind-note")
             assert "deterministic-contradiction" not in drv.page_source
-            key("a")
+            key("a")  # accept and save: on to item 2, with a link back to item 1
+            on_item(2, answered=False)
+            assert "Saved your verdict on item 1" in drv.find_element(By.ID, "saved").text
+            drv.find_element(By.ID, "back").click()
             on_item(1, answered=True)
             assert drv.find_element(By.ID, "machine-verdict").is_displayed()
             assert "deterministic-contradiction" in drv.page_source
@@ -167,11 +173,13 @@ def test_reviewers_work_in_headless_chromium_with_the_keyboard(store: Store, tmp
             key("r")
             key("2")
             key(Keys.ENTER)
+            on_item(3, answered=False)
+            key("p")  # back to item 2: answered
             on_item(2, answered=True)
             key("n")
             on_item(3, answered=False)
             key("u")
-            on_item(3, answered=True)
+            on_item(4, answered=False)
             shots = REPO_ROOT / "test-artifacts"
             shots.mkdir(exist_ok=True)
             assert drv.save_screenshot(str(shots / "review-workbench.png"))
@@ -186,15 +194,13 @@ def test_reviewers_work_in_headless_chromium_with_the_keyboard(store: Store, tmp
                 drv.get(f"{base}/item/{i}")
                 on_item(i, answered=False)
                 key("a")
-                on_item(i, answered=True)
-            # the second reviewer accepts everything in theirs
+                wait.until(lambda d: d.find_elements(By.ID, "saved"))
+            # the second reviewer accepts everything in theirs, Save moving on each time
             ben_total = sign_in(base, "ben")
             for i in range(1, ben_total + 1):
-                if i > 1:
-                    key("n")
-                    on_item(i, answered=False)
+                on_item(i, answered=False)
                 key("a")
-                on_item(i, answered=True)
+                wait.until(lambda d, i=i: f"item {i}." in " ".join(e.text for e in d.find_elements(By.ID, "saved")))
     finally:
         drv.quit()
     report = report_for_store(store.engine)
@@ -202,3 +208,36 @@ def test_reviewers_work_in_headless_chromium_with_the_keyboard(store: Store, tmp
     assert report.agreement.reviewers == ["ana", "ben"] and report.agreement.items == 2
     assert report.answered == len(plan_assignments(store.engine, "main"))
     assert report.residual_error.hits == 1 and report.unsure == 1
+
+
+def test_the_workbench_at_1280_px_spreads_the_gold_answer_over_the_positions(store: Store, tmp_path: Path) -> None:
+    """A blind reviewer cannot learn the answer from its position: over the demo's accepted items
+    the gold answer is listed at several letters, none holding half of them (a release lists it
+    first), and the page fits 1280 px without scrolling sideways."""
+    _plan(store, "ana")
+    drv = headless_chromium(tmp_path, window="1280,1000")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(drv, 20)
+    gold_at: Counter[str] = Counter()
+    try:
+        with _Server(create_app(store.engine, reviewer="ana")) as base:
+            drv.get(f"{base}/item/1")
+            total = int(drv.find_element(By.ID, "progress").text.split("/")[1].split()[0])
+            for i in range(1, total + 1):
+                drv.get(f"{base}/item/{i}")
+                wait.until(lambda d: d.execute_script("return document.documentElement.dataset.ready") == "1")
+                assert drv.execute_script("return document.documentElement.scrollWidth") <= 1280
+                options = drv.find_elements(By.CSS_SELECTOR, "#options > li")
+                if len(options) < 5:  # a candidate rejected before its distractors were written
+                    continue
+                assert [o.get_attribute("data-letter") for o in options] == list("ABCDE")
+                gold = drv.find_element(By.CSS_SELECTOR, "#options > li.gold")
+                assert gold.is_displayed() and drv.find_element(By.ID, "order-note").is_displayed()
+                gold_at[str(gold.get_attribute("data-letter"))] += 1
+    finally:
+        drv.quit()
+    n = sum(gold_at.values())
+    assert n == 6, gold_at  # the demo's accepted items
+    assert len(gold_at) >= 3 and max(gold_at.values()) <= n // 2, gold_at

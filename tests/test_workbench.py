@@ -7,8 +7,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from arcticqa.store.reviews import add_verdict, plan_verdicts, save_plan
 from arcticqa.store.store import Store
 from arcticqa.store.tables import ItemRow, ReviewVerdict
 from arcticqa.workbench import check_bind, create_app
-from tests.review_fixtures import item_payload, make_review_store
+from tests.review_fixtures import free_port, item_payload, make_review_store, start_workbench
 
 HOSTILE = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 
@@ -196,31 +194,10 @@ def test_two_reviewers_agreement_shows_in_the_report(store: Store) -> None:
         ("review.distractor_true", "model-verified", 1)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start_server(db: Path, port: int) -> subprocess.Popen[bytes]:
-    config = db.with_suffix(".toml")
-    config.write_text(f'[store]\nurl = "sqlite:///{db}"\n', encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "arcticqa", "review", "serve", "-c", str(config),
-                             "--reviewer", "ana", "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    for _ in range(300):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/", timeout=1).status_code in (200, 303):
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"workbench did not start: {proc.stderr.read() if proc.stderr else ''!r}")
-
-
 def test_a_server_killed_mid_submit_leaves_no_partial_verdict(store: Store, tmp_path: Path) -> None:
     db = tmp_path / "review.db"
-    port = _free_port()
-    proc = _start_server(db, port)
+    port = free_port()
+    proc = start_workbench(db, port)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
             page = client.get("/item/1").text
@@ -238,14 +215,15 @@ def test_a_server_killed_mid_submit_leaves_no_partial_verdict(store: Store, tmp_
         if proc.poll() is None:
             proc.kill()
     assert plan_verdicts(store.engine, "main") == []
-    proc = _start_server(db, port)  # the store is intact: the next submit is recorded whole
+    proc = start_workbench(db, port)  # the store is intact: the next submit is recorded whole
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
             page = client.get("/item/1").text
             done = client.post("/item/1", data={"csrf": _csrf(page), "content_hash": _hash(page), "verdict": "reject",
                                                 "failure": "review.ambiguous", "note": "x" * 2000},
                                follow_redirects=True)
-            assert done.status_code == 200 and 'class="verdict">reject<' in done.text
+            assert done.status_code == 200 and done.url.path == "/item/2" and 'id="saved"' in done.text
+            assert 'class="verdict">reject<' in client.get("/item/1").text
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)

@@ -1,5 +1,6 @@
 // Keyboard shortcuts for the common path: a accept, u unsure (both save at once), r reject,
-// 1-4 toggle "distractor k is true or defensible" (and choose reject), Enter save, n next item.
+// 1-4 toggle "distractor k is true or defensible" (and choose reject), Enter save (and go on to the
+// next item), n next item, p previous item.
 "use strict";
 document.addEventListener("keydown", function (e) {
   if (e.ctrlKey || e.metaKey || e.altKey) return;
@@ -15,7 +16,10 @@ document.addEventListener("keydown", function (e) {
     var box = form.querySelector('input[data-key="' + e.key + '"]');
     if (box) { box.checked = !box.checked; choose("reject"); }
   } else if (e.key === "Enter") { save(); }
-  else if (e.key === "n") { var next = document.getElementById("next"); if (next) window.location = next.href; }
+  else if (e.key === "n" || e.key === "p") {
+    var link = document.getElementById(e.key === "n" ? "next" : "prev");
+    if (link) window.location = link.href;
+  }
   else return;
   e.preventDefault();
 });
