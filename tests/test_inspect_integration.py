@@ -42,7 +42,8 @@ from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.log import read_eval_log  # noqa: E402
 from inspect_ai.model import ChatMessage, GenerateConfig, ModelOutput, ModelUsage, get_model  # noqa: E402
 
-from arcticqa.integrations.inspect_task import arcticabstain  # noqa: E402
+from arcticqa.errors import InputError  # noqa: E402
+from arcticqa.integrations.inspect_task import arcticabstain, release_items_path  # noqa: E402
 
 # inspect's own retry helper warns about a tenacity argument on import
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect_ai.*")
@@ -190,6 +191,26 @@ def test_a_cell_answered_in_two_logs_is_refused(small_log: Path, tmp_path: Path)
     assert result.exit_code == 2
     assert "answered again" in _text(result.output) and "copy.eval" in _text(result.output)
     assert not (tmp_path / "rep").exists()
+
+
+def test_a_relative_release_is_the_users_not_the_task_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    # inspect creates the task with the working folder changed to the task file's; the shell's
+    # $PWD still says where the user typed the path (issue 36: `-T release=out/demo/release`)
+    release = export([make_item(i) for i in range(2)], tmp_path / "user" / "out" / "release")
+    (tmp_path / "taskdir").mkdir()
+    monkeypatch.setenv("PWD", str(tmp_path / "user"))
+    monkeypatch.chdir(tmp_path / "taskdir")
+    task = arcticabstain(release="out/release", trials=1)
+    assert len(task.dataset) == 4
+    assert release_items_path("out/release") == release / "items.jsonl"
+    # found in the working folder when $PWD does not have it; an absolute path as it is
+    monkeypatch.setenv("PWD", str(tmp_path / "taskdir"))
+    monkeypatch.chdir(tmp_path / "user")
+    assert release_items_path("out/release") == tmp_path / "user" / "out" / "release" / "items.jsonl"
+    assert release_items_path(release) == release / "items.jsonl"
+    with pytest.raises(InputError, match=r"out/nope: not found \(looked in .*taskdir and .*user; give an absolute"):
+        arcticabstain(release="out/nope")
 
 
 @pytest.mark.parametrize("make, message", [

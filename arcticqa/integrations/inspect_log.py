@@ -125,5 +125,5 @@ def read_inspect_logs(paths: Sequence[Path]) -> InspectResponses:
     if not result.lines:
         raise InputError("no scorable samples in the inspect log(s)", path=", ".join(str(p) for p in paths))
     if len(releases) == 1:
-        result.items = release_items_path(releases.pop())
+        result.items = release_items_path(releases.pop(), must_exist=False)
     return result

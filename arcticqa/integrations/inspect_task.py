@@ -22,6 +22,7 @@ with N0 counted wrong; the paired analysis (N0 outside every denominator, shifts
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,13 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Scorer, Target, accuracy, scorer, stderr
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
+from arcticqa.errors import InputError
 from arcticqa.evaluate.arcticabstain.items import EvalItem, load_items
 from arcticqa.evaluate.arcticabstain.parse import CONDITIONS, Condition, ShownOption, score_reply
 from arcticqa.evaluate.arcticabstain.prompt import PromptTemplate, build_call, load_prompt
 
-__all__ = ["TASK_NAME", "arcticabstain", "arcticabstain_call", "arcticabstain_outcome", "release_items_path"]
+__all__ = ["TASK_NAME", "arcticabstain", "arcticabstain_call", "arcticabstain_outcome", "release_items_path",
+           "user_path"]
 
 #: the task's registry name, which the log importer checks
 TASK_NAME = "arcticabstain"
@@ -45,9 +48,35 @@ TASK_NAME = "arcticabstain"
 _REFUSED = "content_filter"
 
 
-def release_items_path(release: str | Path) -> Path:
-    """``items.jsonl`` of a release folder, or the file itself when given one."""
-    path = Path(release)
+def user_path(given: str | Path, *, must_exist: bool = True) -> Path:
+    """A path the user typed, as they meant it.
+
+    ``inspect eval`` creates the task with the working folder changed to the task file's folder,
+    so a relative ``-T release=out/demo/release`` would be looked up under
+    ``arcticqa/integrations/``. It is looked up first where the user typed it (the shell's
+    ``$PWD``, which ``os.chdir`` leaves alone), then in the working folder; an absolute path is
+    taken as it is. A path found in neither is an :class:`InputError` naming both places (or,
+    unless ``must_exist``, the path as given).
+    """
+    path = Path(given).expanduser()
+    if path.is_absolute():
+        return path
+    shell = os.environ.get("PWD")
+    places = [Path(shell)] if shell and Path(shell).is_dir() else []
+    places += [p for p in [Path.cwd()] if p not in places]
+    for place in places:
+        if (place / path).exists():
+            return place / path
+    if not must_exist:
+        return path
+    raise InputError(f"not found (looked in {' and '.join(str(p) for p in places)}; give an absolute path, e.g. "
+                     f"$PWD/{path})", path=str(path))
+
+
+def release_items_path(release: str | Path, *, must_exist: bool = True) -> Path:
+    """``items.jsonl`` of a release folder, or the file itself when given one (a relative path is
+    the user's: :func:`user_path`)."""
+    path = user_path(release, must_exist=must_exist)
     return path / "items.jsonl" if path.is_dir() else path
 
 
@@ -115,7 +144,7 @@ def arcticabstain(release: str, trials: int = 3, prompt: str | None = None, eval
     """ArcticAbstain on the release ``release`` (a folder or its ``items.jsonl``): both conditions of
     every item, ``trials`` epochs; ``prompt`` is a prompt file (default: the published v1 prompt)."""
     items = load_items(release_items_path(release))
-    template = load_prompt(prompt)
+    template = load_prompt(user_path(prompt) if prompt is not None else None)
     return Task(
         dataset=MemoryDataset(_samples(items, eval_set, template), name=Path(release).name or "release"),
         solver=arcticabstain_call(items, template, eval_set, model_label),
