@@ -35,6 +35,9 @@ RegionEligibility = Literal["eligible", "north_of_circle", "policy:hudson_bay", 
 
 # edge length (degrees) before projecting a polygon to measure its area
 _DENSIFY_DEG = 0.1
+# spacing (degrees) of the points sampled along a region's edge to find the region nearest a point
+_EDGE_DEG = 0.25
+_EARTH_RADIUS_KM = 6371.0
 
 DEFAULT_REGIONS_PATH = Path(__file__).resolve().parents[2] / "data" / "regions" / "arctic_marine_regions.geojson"
 
@@ -84,6 +87,7 @@ class RegionSet:
             shapely.prepare(geom)
         self.tree = shapely.STRtree(geometries)
         self._south_share: dict[tuple[int, float], float] = {}
+        self._edges: list[np.ndarray] | None = None
         self._by_name = {r.name.casefold(): i for i, r in enumerate(regions)}
         for i, r in enumerate(regions):
             for alias in r.aliases:
@@ -131,6 +135,27 @@ class RegionSet:
         """Indices of the regions containing one point, in file order (file order is priority)."""
         row = self.membership([lat], [lon])[0]
         return [int(j) for j in np.flatnonzero(row)]
+
+    def nearest(self, lat: float, lon: float) -> tuple[int, float]:
+        """(index, km) of the region nearest to a point: the first containing it (0 km), else the
+        one whose edge comes closest on the sphere (edges sampled every 0.25°, so within ~15 km;
+        across the antimeridian too). For a place on land, the sea it borders."""
+        inside = self.regions_at(lat, lon)
+        if inside:
+            return inside[0], 0.0
+        if self._edges is None:
+            self._edges = [np.radians(shapely.get_coordinates(shapely.segmentize(shapely.boundary(g), _EDGE_DEG)))
+                           for g in self.geometries]
+        phi, lam = np.radians(lat), np.radians(float(normalize_lon(lon)))
+        best, best_km = 0, float("inf")
+        for j, xy in enumerate(self._edges):
+            # haversine from the point to every sampled edge point (x = longitude, y = latitude)
+            h = (np.sin((xy[:, 1] - phi) / 2) ** 2
+                 + np.cos(phi) * np.cos(xy[:, 1]) * np.sin((xy[:, 0] - lam) / 2) ** 2)
+            km = float(2 * _EARTH_RADIUS_KM * np.arcsin(np.sqrt(np.clip(h.min(), 0.0, 1.0))))
+            if km < best_km:
+                best, best_km = j, km
+        return best, best_km
 
 
 def _fail(path: Path, message: str, field: str | None = None) -> InputError:

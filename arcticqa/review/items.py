@@ -18,6 +18,8 @@ from pydantic import BaseModel, Field
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
+from arcticqa.errors import InputError
+from arcticqa.geo.regions import load_regions
 from arcticqa.release.models import ABSTAIN_TEXT, ANSWER_MATCH
 from arcticqa.store.db import read_session
 from arcticqa.store.tables import ItemRow, Paper, RejectionRow, SpanRow, StageRun
@@ -110,10 +112,24 @@ def _latest_runs(engine: Engine) -> dict[tuple[str, str, str], StageRun]:
 
 
 def _region(runs: dict[tuple[str, str, str], StageRun], paper_id: str) -> str:
+    """The marine region of the paper's first eligible study site that can be placed. The
+    eligibility rule judges a site on land by its latitude alone and names no region for it
+    (Bayelva on Svalbard, Zackenberg in north-east Greenland, Toolik Lake in Alaska): such a site
+    is placed in the region containing or nearest to its coordinates, the sea it borders."""
     run = runs.get((paper_id, "eligibility", ""))
     for site in ((run.output or {}).get("sites") or []) if run is not None else []:
-        if site.get("verdict") == "eligible" and site.get("region"):
+        if site.get("verdict") != "eligible":
+            continue
+        if site.get("region"):
             return str(site["region"])
+        mention = site.get("mention") or {}
+        lat, lon = mention.get("lat"), mention.get("lon")
+        if isinstance(lat, int | float) and isinstance(lon, int | float):
+            try:
+                regions = load_regions()
+            except InputError:  # no region file: the stratum stays unknown
+                return "unknown"
+            return regions.regions[regions.nearest(float(lat), float(lon))[0]].name
     return "unknown"
 
 
