@@ -30,8 +30,9 @@ real base class, and that every public exception class of ``arcticqa`` is define
     └── EndpointUnreachable           exit 1
 
 Module-private control-flow signals (``_Retry``, ``_Outcome`` in ``text/fetch.py``, ``_Reject`` in
-``geo/coordinates.py``, ``_Unreadable`` in ``standins/passthrough.py``) never leave their module
-and stay there.
+``geo/coordinates.py``, ``_Unreadable`` in ``standins/passthrough.py``, ``_TooLarge`` and
+``_Disconnected`` in ``workbench/guard.py``, ``_BadRequest`` in ``workbench/app.py``) never leave
+their module and stay there.
 """
 
 from __future__ import annotations
