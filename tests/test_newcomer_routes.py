@@ -283,3 +283,28 @@ def test_output_to_a_pipe_is_not_cut_at_80_columns(tmp_path: Path) -> None:
     assert long in done.stdout and "…" not in done.stdout
     narrow = _cli(tmp_path, "doctor", "--offline", "-c", str(config), env={"COLUMNS": "80"})
     assert long not in narrow.stdout  # $COLUMNS still sets the width
+
+
+# -- make demo's Prefect server -------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_prefect_status_and_stop_find_the_server_of_make_demo(tmp_path: Path) -> None:
+    from flows.prefect_server import ensure_server, running_server, stop_server
+
+    # the Makefile's PREFECT_HOME, in a project folder; the user's shell has no PREFECT_HOME
+    project_home = tmp_path / ".arcticqa" / "prefect"
+    project_home.mkdir(parents=True)
+    env = {"HOME": str(tmp_path / "home"), "PREFECT_HOME": ""}  # so ~/.prefect holds no server
+    (tmp_path / "home").mkdir()
+    server = ensure_server(idle_shutdown_s=120, timeout_s=120, home=project_home)
+    try:
+        shown = _cli(tmp_path, "prefect", "status", env=env)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        assert f"pid {server.pid}" in shown.stdout and f"PREFECT_HOME={project_home}" in shown.stdout
+        stopped = _cli(tmp_path, "prefect", "stop", env=env)
+        assert stopped.returncode == 0 and f"pid {server.pid}" in stopped.stdout
+        assert running_server(project_home) is None
+        again = _cli(tmp_path, "prefect", "status", env=env)
+        assert again.returncode == 1 and f"PREFECT_HOME={project_home}" in again.stdout
+    finally:
+        stop_server(project_home)
