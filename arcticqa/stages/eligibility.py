@@ -460,10 +460,111 @@ def judge_sites(mentions: Iterable[SiteMention], policy: EligibilityPolicy | Non
     return out
 
 
+# --- deciding: decide_eligibility's steps, in its order ----------------------------------------
+
+_Decision = Literal["eligible", "ineligible", "needs_review"]
+
+#: verdicts that are listed in the decision but never count as a study site
+_NOT_STUDY_SITES = ("background", "landmark", "cited", "unlocated")
+#: which source's verdict stands for a site found by several: coordinates, then a gazetteer name,
+#: then a model's name
 _SOURCE_RANK = {"coordinates": 0, "gazetteer": 1, "llm": 2}
 
 
-def _lab_cue(texts: Iterable[str], pol: EligibilityPolicy) -> str | None:
+@dataclass(frozen=True)
+class _StudySites:
+    """The distinct primary study sites that count, and the same split by verdict."""
+
+    all: list[SiteVerdict]
+    eligible: list[SiteVerdict]
+    ineligible: list[SiteVerdict]
+    uncertain: list[SiteVerdict]
+
+    @classmethod
+    def of(cls, verdicts: list[SiteVerdict]) -> _StudySites:
+        return cls(all=verdicts,
+                   eligible=[v for v in verdicts if v.verdict == "eligible"],
+                   ineligible=[v for v in verdicts if v.verdict == "ineligible"],
+                   uncertain=[v for v in verdicts if v.verdict == "uncertain"])
+
+
+@dataclass(frozen=True)
+class _Ruling:
+    """What the policy makes of the study sites: the decision, its rule ids and the rejections."""
+
+    decision: _Decision
+    rule_ids: list[str]
+    rejections: list[Rejection]
+    lab_model_cue: str | None = None
+
+
+def _one_verdict_per_site(verdicts: list[SiteVerdict]) -> list[SiteVerdict]:
+    """The verdicts of the study sites, one per distinct site (by ``site_key``), the best source's."""
+    by_site: dict[str, SiteVerdict] = {}
+    for v in verdicts:
+        if v.verdict in _NOT_STUDY_SITES:
+            continue
+        cur = by_site.get(v.site_key)
+        if cur is None or _SOURCE_RANK[v.mention.source] < _SOURCE_RANK[cur.mention.source]:
+            by_site[v.site_key] = v
+    return list(by_site.values())
+
+
+def _regions_refined(sites: list[SiteVerdict]) -> dict[str, list[str]]:
+    """Uncertain broad sites (a latitude extent) with a located site inside them: key → those sites' names.
+
+    "Zackenberg, Northeast Greenland": the broad feature is context once a site inside it is known.
+    """
+    refined: dict[str, list[str]] = {}
+    for v in sites:
+        m = v.mention
+        if v.verdict != "uncertain" or m.lat_min is None or m.lat_max is None:
+            continue
+        inside = [s.mention.name for s in sites
+                  if s is not v and s.verdict in ("eligible", "ineligible") and s.mention.lat is not None
+                  and s.mention.lat_min is None and m.lat_min <= s.mention.lat <= m.lat_max
+                  and (s.mention.lon is None or m.lon is None
+                       or abs((s.mention.lon - m.lon + 180.0) % 360.0 - 180.0) <= _REFINE_DEG_LON)]
+        if inside:
+            refined[v.site_key] = inside
+    return refined
+
+
+def _as_context(verdicts: list[SiteVerdict], refined: Mapping[str, list[str]]) -> list[SiteVerdict]:
+    """``verdicts`` with each uncertain verdict of a refined site turned into context."""
+    return [v.model_copy(update={"verdict": "context", "rule_id": R_REFINED.id,
+                                 "reason": f"made precise by {', '.join(refined[v.site_key])}"})
+            if v.site_key in refined and v.verdict == "uncertain" else v for v in verdicts]
+
+
+def _names(vs: list[SiteVerdict]) -> list[str]:
+    # one site can be found twice (a coordinate beside two different place names): say it once
+    return list(dict.fromkeys(v.mention.name for v in vs))
+
+
+def _reasons(vs: list[SiteVerdict]) -> str:
+    return "; ".join(dict.fromkeys(f"{v.mention.name}: {v.reason}" for v in vs))
+
+
+def _site_rules(vs: list[SiteVerdict]) -> list[str]:
+    return sorted({v.rule_id for v in vs})
+
+
+def _failing_sites(vs: list[SiteVerdict]) -> list[Rejection]:
+    """One rejection per rule id the sites ``vs`` fail by, naming the sites and their spans."""
+    out = []
+    for rid in _site_rules(vs):
+        members = [v for v in vs if v.rule_id == rid]
+        out.append(Rejection(rule_id=rid, stage="eligibility",
+                             message=_reasons(members),
+                             evidence={"sites": _names(members),
+                                       "spans": list(dict.fromkeys(v.mention.span_id for v in members))}))
+    return out
+
+
+def _lab_model_cue(document: Document | None, paper: PaperRecord, pol: EligibilityPolicy) -> str | None:
+    """The first of the policy's laboratory/model cues found in the primary sections' text."""
+    texts = [p.text for p in _pieces(document, paper) if p.section in set(pol.primary_sections)]
     for text in texts:
         for cue in pol.lab_model_cues:
             m = re.search(cue, text, flags=re.IGNORECASE)
@@ -472,147 +573,118 @@ def _lab_cue(texts: Iterable[str], pol: EligibilityPolicy) -> str | None:
     return None
 
 
+def _rule_without_sites(verdicts: list[SiteVerdict], cue: str | None) -> _Ruling:
+    """No study site: ineligible when the text reads as lab/model-only, else a person looks.
+
+    The rejection names what was found and did not count (landmarks, cited and background places).
+    """
+    unlocated = [v for v in verdicts if v.verdict == "unlocated"]
+    background = [v for v in verdicts if v.verdict == "background"]
+    landmarks = [v for v in verdicts if v.verdict == "landmark"]
+    cited = [v for v in verdicts if v.verdict == "cited"]
+    if cue is not None:
+        return _Ruling("ineligible", [R_LAB.id], [R_LAB.reject(
+            f"no study site found and the text reads as lab/model-only (cue: {cue!r})", cue=cue,
+            background=_names(background))], lab_model_cue=cue)
+    return _Ruling("needs_review", [R_NO_SITE.id], [R_NO_SITE.reject(
+        "no primary study site found"
+        + (f"; landmarks: {', '.join(_names(landmarks))}" if landmarks else "")
+        + (f"; named with cited work: {', '.join(_names(cited))}" if cited else "")
+        + (f"; background mentions: {', '.join(_names(background))}" if background else ""),
+        background=_names(background), landmarks=_names(landmarks), cited=_names(cited),
+        unlocated=_names(unlocated))])
+
+
+def _apply_site_rule(sites: _StudySites, pol: EligibilityPolicy) -> tuple[_Decision, list[str]]:
+    """The decision and its rule ids by the policy's ``site_rule`` (and ``on_mixed``)."""
+    eligible, ineligible, uncertain = sites.eligible, sites.ineligible, sites.uncertain
+    if pol.site_rule == "any":
+        if eligible:
+            return "eligible", _site_rules(eligible)
+        if uncertain:
+            return "needs_review", [R_UNCERTAIN.id, *_site_rules(uncertain)]
+        return "ineligible", _site_rules(ineligible)
+    if pol.site_rule == "majority":
+        n = len(sites.all)
+        if 2 * len(eligible) > n:
+            return "eligible", _site_rules(eligible)
+        if 2 * len(ineligible) > n:
+            return "ineligible", _site_rules(ineligible)
+        return "needs_review", [R_NO_MAJORITY.id]
+    # all
+    if not ineligible and not uncertain:
+        return "eligible", _site_rules(eligible)
+    if ineligible and not eligible and not uncertain:
+        return "ineligible", _site_rules(ineligible)
+    if ineligible and eligible:
+        if pol.on_mixed == "ineligible":
+            return "ineligible", [R_MIXED.id, *_site_rules(ineligible)]
+        return "needs_review", [R_MIXED.id]
+    if ineligible and pol.on_mixed == "ineligible":
+        # an uncertain site that proved Arctic would make the paper mixed: dropped either way
+        return "ineligible", [R_UNCERTAIN.id, *_site_rules(ineligible)]
+    # an uncertain site may hold the Arctic part of the study (Greenland beside the Andes in a
+    # global glacier study): a person decides, as for a mixed paper
+    return "needs_review", [R_UNCERTAIN.id, *_site_rules(uncertain)]
+
+
+def _rule_on_sites(sites: _StudySites, pol: EligibilityPolicy) -> _Ruling:
+    """The site rule's decision, with a rejection per failing rule and one for mixed, uncertain or
+    no-majority sites."""
+    decision, rule_ids = _apply_site_rule(sites, pol)
+    eligible, ineligible, uncertain = sites.eligible, sites.ineligible, sites.uncertain
+    rejections: list[Rejection] = []
+    if decision == "ineligible":
+        rejections.extend(_failing_sites(ineligible))
+    if R_MIXED.id in rule_ids:
+        rejections.insert(0, R_MIXED.reject(
+            f"Arctic: {', '.join(_names(eligible))}; not Arctic: {', '.join(_names(ineligible))}",
+            eligible=_names(eligible), ineligible=_names(ineligible)))
+    if R_UNCERTAIN.id in rule_ids:
+        rejections.append(R_UNCERTAIN.reject(
+            _reasons(uncertain) + (f"; not Arctic: {', '.join(_names(ineligible))}" if ineligible else ""),
+            sites=_names(uncertain), ineligible=_names(ineligible)))
+    if R_NO_MAJORITY.id in rule_ids:
+        rejections.append(R_NO_MAJORITY.reject(
+            f"{len(eligible)} eligible, {len(ineligible)} ineligible, {len(uncertain)} uncertain of "
+            f"{len(sites.all)}",
+            eligible=_names(eligible), ineligible=_names(ineligible), uncertain=_names(uncertain)))
+    return _Ruling(decision, rule_ids, rejections)
+
+
+def _message(ruling: _Ruling, sites: _StudySites, pol: EligibilityPolicy) -> str:
+    if ruling.decision == "eligible":
+        return f"eligible: {len(sites.eligible)} of {len(sites.all)} primary sites are Arctic ({pol.site_rule})"
+    return ("ineligible: " if ruling.decision == "ineligible" else "needs review: ") + ", ".join(ruling.rule_ids)
+
+
 def decide_eligibility(paper: PaperRecord, sites: Iterable[SiteMention],
                        policy: EligibilityPolicy | None = None, *,
                        document: Document | None = None,
                        warnings: Iterable[Rejection] = ()) -> EligibilityDecision:
     """Judge ``sites`` and combine the primary ones by the policy's site rule.
 
-    ``document`` is only read for laboratory/model cues when no primary site is found.
+    The steps: judge every site (:func:`judge_sites`); keep one verdict per distinct site, the
+    best source's; make a broad region with a located site inside it context; then rule on the
+    study sites left by the policy's ``site_rule``, or, with none left, on the laboratory/model
+    cues of the text. ``document`` is only read for those cues.
     """
     pol, regions, gaz = _assets(policy)
     verdicts = judge_sites(sites, pol)
-    # one verdict per distinct site: coordinates beat a gazetteer name beat a model's name
-    by_site: dict[str, SiteVerdict] = {}
-    for v in verdicts:
-        if v.verdict in ("background", "landmark", "cited", "unlocated"):
-            continue
-        cur = by_site.get(v.site_key)
-        if cur is None or _SOURCE_RANK[v.mention.source] < _SOURCE_RANK[cur.mention.source]:
-            by_site[v.site_key] = v
-    chosen = list(by_site.values())
-    # "Zackenberg, Northeast Greenland": the broad feature is context once a site inside it is known
-    refined: dict[str, list[str]] = {}
-    for v in chosen:
-        m = v.mention
-        if v.verdict != "uncertain" or m.lat_min is None or m.lat_max is None:
-            continue
-        inside = [s.mention.name for s in chosen
-                  if s is not v and s.verdict in ("eligible", "ineligible") and s.mention.lat is not None
-                  and s.mention.lat_min is None and m.lat_min <= s.mention.lat <= m.lat_max
-                  and (s.mention.lon is None or m.lon is None
-                       or abs((s.mention.lon - m.lon + 180.0) % 360.0 - 180.0) <= _REFINE_DEG_LON)]
-        if inside:
-            refined[v.site_key] = inside
-    if refined:
-        verdicts = [v.model_copy(update={"verdict": "context", "rule_id": R_REFINED.id,
-                                         "reason": f"made precise by {', '.join(refined[v.site_key])}"})
-                    if v.site_key in refined and v.verdict == "uncertain" else v for v in verdicts]
-        chosen = [v for v in chosen if v.site_key not in refined]
-    eligible = [v for v in chosen if v.verdict == "eligible"]
-    ineligible = [v for v in chosen if v.verdict == "ineligible"]
-    uncertain = [v for v in chosen if v.verdict == "uncertain"]
-
-    def names(vs: list[SiteVerdict]) -> list[str]:
-        # one site can be found twice (a coordinate beside two different place names): say it once
-        return list(dict.fromkeys(v.mention.name for v in vs))
-
-    def reasons(vs: list[SiteVerdict]) -> str:
-        return "; ".join(dict.fromkeys(f"{v.mention.name}: {v.reason}" for v in vs))
-
-    def site_rules(vs: list[SiteVerdict]) -> list[str]:
-        return sorted({v.rule_id for v in vs})
-
-    def fail_rejections(vs: list[SiteVerdict]) -> list[Rejection]:
-        out = []
-        for rid in site_rules(vs):
-            members = [v for v in vs if v.rule_id == rid]
-            out.append(Rejection(rule_id=rid, stage="eligibility",
-                                 message=reasons(members),
-                                 evidence={"sites": names(members),
-                                           "spans": list(dict.fromkeys(v.mention.span_id for v in members))}))
-        return out
-
-    decision: Literal["eligible", "ineligible", "needs_review"]
-    rejections: list[Rejection] = []
-    cue: str | None = None
-    if not chosen:
-        texts = [p.text for p in _pieces(document, paper) if p.section in set(pol.primary_sections)]
-        cue = _lab_cue(texts, pol)
-        unlocated = [v for v in verdicts if v.verdict == "unlocated"]
-        background = [v for v in verdicts if v.verdict == "background"]
-        landmarks = [v for v in verdicts if v.verdict == "landmark"]
-        cited = [v for v in verdicts if v.verdict == "cited"]
-        if cue is not None:
-            decision, rule_ids = "ineligible", [R_LAB.id]
-            rejections.append(R_LAB.reject(f"no study site found and the text reads as lab/model-only "
-                                           f"(cue: {cue!r})", cue=cue, background=names(background)))
-        else:
-            decision, rule_ids = "needs_review", [R_NO_SITE.id]
-            rejections.append(R_NO_SITE.reject(
-                "no primary study site found"
-                + (f"; landmarks: {', '.join(names(landmarks))}" if landmarks else "")
-                + (f"; named with cited work: {', '.join(names(cited))}" if cited else "")
-                + (f"; background mentions: {', '.join(names(background))}" if background else ""),
-                background=names(background), landmarks=names(landmarks), cited=names(cited),
-                unlocated=names(unlocated)))
+    candidates = _one_verdict_per_site(verdicts)
+    refined = _regions_refined(candidates)
+    verdicts = _as_context(verdicts, refined)
+    study = _StudySites.of([v for v in candidates if v.site_key not in refined])
+    if study.all:
+        ruling = _rule_on_sites(study, pol)
     else:
-        n = len(chosen)
-        if pol.site_rule == "any":
-            if eligible:
-                decision, rule_ids = "eligible", site_rules(eligible)
-            elif uncertain:
-                decision, rule_ids = "needs_review", [R_UNCERTAIN.id, *site_rules(uncertain)]
-            else:
-                decision, rule_ids = "ineligible", site_rules(ineligible)
-        elif pol.site_rule == "majority":
-            if 2 * len(eligible) > n:
-                decision, rule_ids = "eligible", site_rules(eligible)
-            elif 2 * len(ineligible) > n:
-                decision, rule_ids = "ineligible", site_rules(ineligible)
-            else:
-                decision, rule_ids = "needs_review", [R_NO_MAJORITY.id]
-        else:  # all
-            if not ineligible and not uncertain:
-                decision, rule_ids = "eligible", site_rules(eligible)
-            elif ineligible and not eligible and not uncertain:
-                decision, rule_ids = "ineligible", site_rules(ineligible)
-            elif ineligible and eligible:
-                if pol.on_mixed == "ineligible":
-                    decision, rule_ids = "ineligible", [R_MIXED.id, *site_rules(ineligible)]
-                else:
-                    decision, rule_ids = "needs_review", [R_MIXED.id]
-            elif ineligible and pol.on_mixed == "ineligible":
-                # an uncertain site that proved Arctic would make the paper mixed: dropped either way
-                decision, rule_ids = "ineligible", [R_UNCERTAIN.id, *site_rules(ineligible)]
-            else:
-                # an uncertain site may hold the Arctic part of the study (Greenland beside the Andes in
-                # a global glacier study): a person decides, as for a mixed paper
-                decision, rule_ids = "needs_review", [R_UNCERTAIN.id, *site_rules(uncertain)]
-        if decision == "ineligible":
-            rejections.extend(fail_rejections(ineligible))
-        if R_MIXED.id in rule_ids:
-            rejections.insert(0, R_MIXED.reject(
-                f"Arctic: {', '.join(names(eligible))}; not Arctic: {', '.join(names(ineligible))}",
-                eligible=names(eligible), ineligible=names(ineligible)))
-        if R_UNCERTAIN.id in rule_ids:
-            rejections.append(R_UNCERTAIN.reject(
-                reasons(uncertain) + (f"; not Arctic: {', '.join(names(ineligible))}" if ineligible else ""),
-                sites=names(uncertain), ineligible=names(ineligible)))
-        if R_NO_MAJORITY.id in rule_ids:
-            rejections.append(R_NO_MAJORITY.reject(
-                f"{len(eligible)} eligible, {len(ineligible)} ineligible, {len(uncertain)} uncertain of {n}",
-                eligible=names(eligible), ineligible=names(ineligible), uncertain=names(uncertain)))
-    message = {
-        "eligible": f"eligible: {len(eligible)} of {len(chosen)} primary sites are Arctic ({pol.site_rule})",
-        "ineligible": "ineligible: " + ", ".join(rule_ids),
-        "needs_review": "needs review: " + ", ".join(rule_ids),
-    }[decision]
+        ruling = _rule_without_sites(verdicts, _lab_model_cue(document, paper, pol))
     return EligibilityDecision(
-        paper_id=paper.paperId, decision=decision, rule_ids=list(dict.fromkeys(rule_ids)), message=message,
-        rejections=rejections, warnings=list(warnings), sites=verdicts, lab_model_cue=cue,
-        site_rule=pol.site_rule, policy_version=pol.version, policy_sha256=pol.sha256,
-        regions_sha256=regions.sha256, gazetteer_sha256=gaz.sha256,
+        paper_id=paper.paperId, decision=ruling.decision, rule_ids=list(dict.fromkeys(ruling.rule_ids)),
+        message=_message(ruling, study, pol), rejections=ruling.rejections, warnings=list(warnings),
+        sites=verdicts, lab_model_cue=ruling.lab_model_cue, site_rule=pol.site_rule,
+        policy_version=pol.version, policy_sha256=pol.sha256, regions_sha256=regions.sha256,
+        gazetteer_sha256=gaz.sha256,
     )
 
 
