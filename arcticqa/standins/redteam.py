@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arcticqa.gates.direction import antonyms
+from arcticqa.gates.contradiction import set_members
+from arcticqa.gates.direction import DIRECTION_AXES, antonyms, direction_terms
 from arcticqa.gates.evidence import answer_in_evidence
 from arcticqa.gates.numbers import Number, parse_numbers, prepare_text
 from arcticqa.standins.offline.text import answer_hedge, is_cyrillic
@@ -888,6 +889,16 @@ def _planted_option(name: str, f: Facts, candidates: list[dict[str, Any]],
     ru = f.cyrillic
     if name == "answer_restated_as_distractor":
         forms: list[tuple[str, str]] = [(f.answer, "verbatim"), (f.answer.upper() if not found else f.answer, "case")]
+        members = set_members(f.answer)
+        if len(members) > 1:  # the same set in another order, or with the genus abbreviated
+            forms += [(" and ".join(reversed(members)), "reordered_set"), (", ".join(members), "list_set")]
+            short = [re.sub(r"^([A-Z])[a-z]+ (?=[a-z])", r"\1. ", m) for m in members]
+            if short != members:
+                forms.append((" and ".join(short), "abbreviated_genus"))
+        elif re.fullmatch(r"[A-Z][a-z]+ [a-z]+", f.answer):
+            forms.append((re.sub(r"^([A-Z])[a-z]+ ", r"\1. ", f.answer), "abbreviated_genus"))
+        synonyms = _same_direction(f.answer)
+        forms += [(w, "direction_synonym") for w in synonyms[:3]]
         if found is not None:
             prep, n, digits = found
             spaced = prep[:n.start] + re.sub(r"(\d)\s*(%|°)", r"\1 \2", prep[n.start:n.end]) + prep[n.end:]
@@ -966,6 +977,23 @@ def _planted_option(name: str, f: Facts, candidates: list[dict[str, Any]],
         text = prepare_text(support)[x.start:x.end]
         return text, kind, "stated_value", None
     return None
+
+
+def _same_direction(answer: str) -> list[str]:
+    """Other words of the answer's direction ("decreased" for "declined"), for a one-word answer."""
+    terms = direction_terms(answer)
+    if len(terms) != 1 or len(answer.split()) > 2:
+        return []
+    axis, polarity = terms[0].axis, terms[0].polarity
+    plus, minus = DIRECTION_AXES[axis]
+    same = plus if polarity > 0 else minus
+    same = [w for w in same if w != answer and w not in _NOT_SYNONYMS]
+    tense = [w for w in same if w.endswith(answer[-2:])]
+    return tense or same
+
+
+#: forms the direction table lists that are no synonym of their axis word (or no English)
+_NOT_SYNONYMS = frozenset("droped falled rised growed halved doubled tripled quadrupled decay".split())
 
 
 # ---- scoring ----------------------------------------------------------------------------------------
