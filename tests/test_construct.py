@@ -211,7 +211,8 @@ def test_fallback_to_next_finding_with_model_verified_options() -> None:
     scripts = _scripts(
         finding_extractor=json_reply({"findings": [NUMERIC_FINDING, ENTITY_FINDING]}),
         question_writer=question_writer,
-        reconstructor=by_question(GOOD_RECONSTRUCTION, {**GOOD_RECONSTRUCTION, "answer": "C. glacialis",
+        reconstructor=by_question(GOOD_RECONSTRUCTION, {**GOOD_RECONSTRUCTION,
+                                                        "answer": "the copepod Calanus glacialis",
                                                         "span_ids": [SPAN[4]]}),
         verifier=by_question(GOOD_VERDICT, {**GOOD_VERDICT, "answers_equivalent": True,
                                             "entailment_span_ids": [SPAN[4]]}),
@@ -222,7 +223,8 @@ def test_fallback_to_next_finding_with_model_verified_options() -> None:
     assert len(result.items) == 1
     item = result.items[0]
     assert item.gold_answer == "Calanus glacialis" and not item.numeric_answer
-    assert item.answer_match_confidence == "model"  # "C. glacialis" needed the verifier's judgement
+    # "the copepod Calanus glacialis" needed the verifier's judgement ("C. glacialis" is a rule's match)
+    assert item.answer_match_confidence == "model"
     # two leaking drafts for the numeric finding (revision 0 and 1), then the entity finding
     assert [q.revision for q in result.questions] == [0, 1, 0]
     assert "question.answer_leak" in server.requests_for("question_writer")[1].body["messages"][-1]["content"]

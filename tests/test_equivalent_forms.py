@@ -21,6 +21,8 @@ import pytest
 
 from arcticqa.evaluate.open.parse import grade_reply
 from arcticqa.gates import answer_leak, contradiction, parse_numbers
+from arcticqa.gates.contradiction import set_members
+from arcticqa.gates.distractors import check_distractor
 from arcticqa.gates.numwords import spelled_as_digits
 from arcticqa.stages.verify import match_answers
 
@@ -298,4 +300,54 @@ def test_no_equivalent_form_of_a_v1_answer_is_false(arcticqa_v1: Path) -> None:
             checked += 1
             _check_equivalent(answer, form, failures)
     assert checked > 100, checked
+    assert failures == []
+
+
+def _reorderings(answer: str) -> list[str]:
+    """``answer``'s members in another order (joined by "and" and by commas), genus names
+    abbreviated ("Salix arctica" → "S. arctica")."""
+    members = set_members(answer)
+    forms = []
+    if len(members) > 1:
+        forms += [" and ".join(reversed(members)), ", ".join(members[1:] + members[:1])]
+    short = [re.sub(r"^([A-Z])[a-z]+ (?=[a-z]{3,}$)", r"\1. ", m) for m in members]
+    if short != members:
+        forms.append(" and ".join(short))
+    return forms
+
+
+@pytest.mark.parametrize(("answer", "same", "other"), [
+    ("Salix arctica and Dryas octopetala", "Dryas octopetala and Salix arctica", "Salix polaris and Dryas octopetala"),
+    ("Salix arctica and Dryas octopetala", "S. arctica and D. octopetala", "S. polaris and D. octopetala"),
+    ("B7 and B8", "B8, B7", "B7 and B9"),
+    ("Calanus glacialis", "C. glacialis", "C. hyperboreus"),
+    ("declined", "decreased", "increased"),
+    ("earlier", "advanced", "later"),
+])
+def test_a_set_in_another_order_and_a_direction_synonym_are_the_answer(answer: str, same: str, other: str) -> None:
+    """Found by the red team: 'B8 and B7' for 'B7 and B8' passed the distractor gates and a
+    sycophantic option verifier put a second correct option in the item."""
+    rejection = check_distractor(answer, same)
+    assert rejection is not None and rejection.rule_id == "distractor.equals_answer"
+    assert match_answers(answer, same) == "match"
+    kept = check_distractor(answer, other)
+    assert kept is None or kept.rule_id != "distractor.equals_answer"
+    assert match_answers(answer, other) != "match"
+
+
+@pytest.mark.shared
+def test_no_reordering_of_a_v1_set_answer_is_false_or_a_mismatch(arcticqa_v1: Path) -> None:
+    items = [json.loads(line) for line in (arcticqa_v1 / "items.jsonl").read_text(encoding="utf-8").splitlines()
+             if line.strip()]
+    checked, failures = 0, []
+    for item in items:
+        answer = str(item["gold_answer"])
+        if parse_numbers(answer):
+            continue
+        for form in _reorderings(answer):
+            checked += 1
+            proof = contradiction(form, f"Only {answer} were found.", answer, "set")
+            if proof is not None or match_answers(answer, form) == "mismatch":
+                failures.append((answer, form, proof.rule if proof else "mismatch"))
+    assert checked > 5, checked
     assert failures == []

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 
 from arcticqa.gates.bounds import bound_verdict
-from arcticqa.gates.contradiction import set_counts
+from arcticqa.gates.contradiction import set_counts, set_members
 from arcticqa.gates.direction import direction_terms, is_direction_reversal
 from arcticqa.gates.numbers import comparable, numeric_within_tolerance, parse_numbers, values_agree
 from arcticqa.gates.text import (
@@ -65,8 +65,11 @@ def _numberless_words(text: str) -> list[str]:
 
 def options_equivalent(a: str, b: str) -> bool:
     """Whether two options say the same thing: same words (case, punctuation, plural, articles
-    ignored), one is the other's bracketed alias, or same numbers (unit-converted, within
-    precision) with the same remaining words ("2.3 mm/yr" = "2.30 mm yr⁻¹", "0.5 m" = "50 cm")."""
+    ignored), one is the other's bracketed alias, the same set members in any order (a genus
+    written out or abbreviated: "B8 and B7" = "B7 and B8", "S. arctica" = "Salix arctica"), one
+    direction word for another of the same axis and polarity ("decreased" = "declined"), or same
+    numbers (unit-converted, within precision) with the same remaining words ("2.3 mm/yr" =
+    "2.30 mm yr⁻¹", "0.5 m" = "50 cm")."""
     ca, cb = [w for w in content_words(a) if w not in _FILLER], [w for w in content_words(b) if w not in _FILLER]
     na, nb = parse_numbers(a), parse_numbers(b)
     if not na and not nb:
@@ -76,12 +79,42 @@ def options_equivalent(a: str, b: str) -> bool:
             return True
         forms_a = {normalize_loose(x) for x in [strip_parenthetical(a), *parenthetical_parts(a)] if x}
         forms_b = {normalize_loose(x) for x in [strip_parenthetical(b), *parenthetical_parts(b)] if x}
-        return bool(forms_a & forms_b - {""})
+        return bool(forms_a & forms_b - {""}) or _same_members(a, b) or _same_direction(a, b)
     if len(na) != len(nb) or not na:
         return False
     if not all(values_agree(x, y) for x, y in zip(na, nb, strict=True)):
         return False
     return _numberless_words(a) == _numberless_words(b)
+
+
+_BINOMIAL = re.compile(r"([A-Z])(?:[a-z]+|\.)\s+([a-z]{3,})")
+
+
+def _member_key(member: str) -> str:
+    """A set member as compared: a binomial by genus initial and epithet ("Salix arctica" =
+    "S. arctica"), anything else by its loose normal form."""
+    m = _BINOMIAL.fullmatch(member.strip())
+    return f"{m.group(1).lower()}. {m.group(2)}" if m else normalize_loose(member)
+
+
+def _same_members(a: str, b: str) -> bool:
+    """The same members in any order, genus names written out or abbreviated: "Salix arctica and
+    Dryas octopetala" = "D. octopetala and S. arctica", "B7 and B8" = "B8, B7"."""
+    ma, mb = set_members(a), set_members(b)
+    if not ma or not mb or len(ma) != len(mb):
+        return False
+    return sorted(_member_key(m) for m in ma) == sorted(_member_key(m) for m in mb)
+
+
+def _same_direction(a: str, b: str) -> bool:
+    """Two bare direction words of one axis and polarity ("declined" = "decreased"): the same
+    answer, written with another verb."""
+    ta, tb = direction_terms(a), direction_terms(b)
+    if len(ta) != 1 or len(tb) != 1 or len(words(a)) > 2 or len(words(b)) > 2:
+        return False
+    rest_a = [w for w in content_words(a) if w not in _FILLER and w != ta[0].word]
+    rest_b = [w for w in content_words(b) if w not in _FILLER and w != tb[0].word]
+    return (ta[0].axis, ta[0].polarity) == (tb[0].axis, tb[0].polarity) and not rest_a and not rest_b
 
 
 _ALL_NONE = re.compile(r"\b(?:all|none|both|neither) of (?:the )?(?:above|these|those|the options|the other)\b"
