@@ -240,3 +240,18 @@ def test_more_than_two_reviewers_get_pairwise_and_fleiss_kappa_beside_alpha() ->
     # Fleiss over the six items' two ratings: P̄ = 4/6; accept 8/12, reject 4/12 -> P̄e = 5/9
     assert agreement.fleiss_kappa == pytest.approx((4 / 6 - 5 / 9) / (1 - 5 / 9))
     assert agreement.krippendorff_alpha is not None
+
+
+def test_a_sampled_item_counts_in_the_stratum_it_was_drawn_from_after_a_relabel() -> None:
+    items = _items(60)
+    plan, rows = extend_plan(None, [], items, SamplingRequest(reviewers=["ana"], n=30))
+    verdicts = [ReviewVerdict(id=k, plan_id="main", item_key=a.item_key, reviewer="ana", verdict="accept",
+                              content_hash=next(i.content_hash for i in items if i.key == a.item_key))
+                for k, a in enumerate(rows, 1) if a.slot == 1]
+    before = build_report(plan, rows, verdicts, items).residual_error
+    # a better region lookup moves the Fram Strait items to another region after the plan was drawn
+    relabelled = [i.model_copy(update={"strata": {**i.strata, "region": "Svalbard waters"}})
+                  if i.strata.get("region") == "Fram Strait" else i for i in items]
+    assert any(i.strata["region"] == "Fram Strait" for i in items)
+    after = build_report(plan, rows, verdicts, relabelled).residual_error
+    assert (after.n, after.rate) == (before.n, before.rate) == (30, 0.0)

@@ -194,7 +194,11 @@ def build_report(plan: ReviewPlan, assigned: list[ReviewAssignment], verdicts: l
     """The report of one plan from its rows and the store's current items."""
     by_key = {i.key: i for i in items}
     dims = plan_dimensions(plan.params)
-    key_stratum = {i.key: stratum_of(i, dims) for i in items}
+    # a sampled item counts in the stratum it was drawn from (its slot-1 row), whatever its
+    # stratum reads today: a relabelled item (a better region lookup, a rebuilt item) must not
+    # drop out of an estimate whose stratum sizes were fixed when the plan was drawn
+    drawn = {a.item_key: a.stratum for a in assigned if a.slot == 1}
+    key_stratum = {i.key: drawn.get(i.key) or stratum_of(i, dims) for i in items}
     live, stale = current_verdicts([v for v in verdicts if v.plan_id == plan.id], by_key)
     primary = _primary(assigned, live)
     strata = plan.strata or {}
