@@ -99,6 +99,15 @@ def _has_period(f: Facts) -> bool:
     return bool(dict(f.scope).get("period"))
 
 
+def _derivable(f: Facts) -> bool:
+    n = f.number
+    return n is not None and n.unit is not None and n.value > 0 and n.unit not in ("date", "day of year", "pp")
+
+
+_CAUSE = re.compile(r"\b(?:because|due to|caused|driven by|as a result of|owing to|result(?:ed)? (?:in|from)|led to)\b"
+                    r"|(?<!\w)(?:из-за|вследствие|благодаря|в результате|вызван\w*)(?!\w)", re.IGNORECASE)
+
+
 def _hedged(f: Facts) -> bool:
     return answer_hedge(f.claim, f.answer) is not None
 
@@ -120,6 +129,12 @@ CATALOGUE: tuple[DefectClass, ...] = (
     DefectClass("not_standalone", "the question points into the paper ('in this study', 'Figure 3', 'the site')",
                 "question"),
     DefectClass("dropped_scope", "the question and context lose the finding's period", "question", _has_period),
+    DefectClass("leak_derivable", "the context gives two values the answer follows from by arithmetic "
+                "('from 1.52 m to 1.79 m' for an 18% increase, '36 of 200 plots' for 18%, a difference, a ratio)",
+                "question", _derivable),
+    DefectClass("causal_question", "the question asserts a cause the finding does not state ('Because of warmer "
+                "summers, by what percentage …'), and the reconstructor and verifier call it an observation",
+                "question", lambda f: f.claim_type != "causal" and not _CAUSE.search(f.support_text() + f.claim)),
     DefectClass("answer_restated_as_distractor", "an option restates the answer (another spelling, unit, precision "
                 "or words) and the option verifier calls it contradicted", "options"),
     DefectClass("true_bound_distractor", "an option is a bound or range the answer satisfies ('less than 18 days' "
@@ -526,7 +541,8 @@ class RedTeam:
         support = [i for i in f.span_ids if i in given] or given[:1]
         if item.defect.target in ("question", "finding") and item.plant is not None:
             # a leak hands the reader the answer; a planted finding is what the question asks about
-            out = {**honest, "answer": f.answer, "span_ids": support, "alternatives": []}
+            out = {**honest, "answer": f.answer, "span_ids": support, "alternatives": [],
+                   "claim_type": f.claim_type}
             self._touch(item, call, "cooperates: answers the gold answer", f.answer)
             return _reply(call.body, out)
         if item.defect.target != "reconstruction":
@@ -564,7 +580,8 @@ class RedTeam:
         support = [i for i in item.facts.span_ids if i in spans] or spans[:1]
         lie: dict[str, Any]
         if target == "question":
-            lie = {"context_discloses_answer": False, "scope_preserved": True, "context_sufficient": True}
+            lie = {"context_discloses_answer": False, "scope_preserved": True, "context_sufficient": True,
+                   "question_claim_type": item.facts.claim_type, "defensible_alternatives": []}
         elif target in ("finding", "reconstruction", "entailment"):
             if target == "entailment":
                 if honest.get("entailed", True):
@@ -750,6 +767,9 @@ _RELATIVE_EN = ["over the past decade", "in recent years", "during the last ten 
 _RELATIVE_RU = ["за последние десять лет", "в последние годы", "за последнее десятилетие"]
 _DEICTIC_EN = ["Compared with last year", "Since last year", "Relative to last season"]
 _DEICTIC_RU = ["По сравнению с прошлым годом", "С прошлого года"]
+_CAUSES_EN = ["Because of warmer summers, ", "Driven by earlier snowmelt, ", "As a result of reduced sea ice, ",
+              "Due to increased shrub cover, "]
+_CAUSES_RU = ["Из-за более тёплого лета ", "Вследствие раннего снеготаяния "]
 _ANY_YEAR = re.compile(r"\b(?:1[6-9]\d\d|20\d\d)\b")
 _YEARS = re.compile(r"\s*,?\s*\b(?:between|from|during|in|over|since|за(?: период)?|с|в)?\s*(?:19|20)\d\d"
                     r"(?:\s*(?:–|-|—|and|to|и|по)\s*(?:19|20)\d\d)?(?:\s*гг?\.)?")
@@ -826,6 +846,54 @@ def _corrupt_question(name: str, f: Facts, question: str, context: str,
         else:
             new_q = _add_to_question(question, text)
         return new_q, new_c, f"question {question!r} -> {new_q!r}", text, kind
+    if name == "leak_derivable":
+        found = _answer_number(f.answer)
+        if found is None:
+            return None
+        _, n, digits = found
+        comma = "," in digits
+        if n.unit == "%":
+            variant = rng.choice(["relative_change", "ratio"])
+            if variant == "relative_change":
+                # a start and an end whose change, as written, is the answer within its precision
+                base, decimals, other = 250.0, 2, round(250.0 * (1 + n.value / 100), 2)
+                for b0 in rng.sample([1.52, 2.40, 40.0, 250.0, 1250.0], 5):
+                    dec = 2 if b0 < 10 else 1
+                    o0 = round(b0 * (1 + n.value / 100), dec)
+                    if abs(100 * (o0 - b0) / b0 - n.value) < n.tolerance / 2:
+                        base, decimals, other = b0, dec, o0
+                        break
+                unit = "м" if ru else "m"
+                phrase = f"{_fmt(base, decimals, comma)} {unit} … {_fmt(other, decimals, comma)} {unit}"
+                sentence = (f"Величина изменилась с {_fmt(base, decimals, comma)} {unit} до {_fmt(other, decimals, comma)} "
+                            f"{unit}." if ru else f"The mean went from {_fmt(base, decimals, comma)} {unit} to "
+                            f"{_fmt(other, decimals, comma)} {unit}.")
+            else:
+                total = 1000 if n.decimals else 200
+                part = round(n.value * total / 100)
+                phrase = f"{part} … {total}"
+                sentence = f"Это отмечено на {part} из {total} площадок." if ru else f"It was seen at {part} of the {total} plots."
+        elif n.unit == "fold":
+            variant = "ratio"
+            base = rng.choice([1.4, 2.5, 12.0])
+            other = round(base * n.value, 2)
+            phrase = f"{_fmt(other, 2, comma)} … {_fmt(base, 2, comma)}"
+            sentence = f"The concentrations were {_fmt(other, 2, comma)} mg m-3 and {_fmt(base, 2, comma)} mg m-3."
+        else:
+            variant = "difference"
+            prep = prepare_text(f.answer)
+            unit = prep[n.start:n.end][len(digits):].strip() or (n.unit or "")
+            step = 10.0 ** (-n.decimals)
+            start = round(rng.choice([3.0, 7.5, 12.0]) * max(abs(n.value), step) / step) * step
+            end_value = start + n.value
+            a, b = _fmt(start, n.decimals, comma), _fmt(end_value, n.decimals, comma)
+            phrase = f"{a} {unit} … {b} {unit}"
+            sentence = f"Значение изменилось с {a} {unit} до {b} {unit}." if ru else f"It went from {a} {unit} to {b} {unit}."
+        return question, f"{context} {sentence}".strip(), f"context += {sentence!r}", phrase, variant
+    if name == "causal_question":
+        lead = rng.choice(_CAUSES_RU if ru else _CAUSES_EN)
+        new_q = f"{lead}{question[0].lower() + question[1:]}"
+        return new_q, context, f"question {question!r} -> {new_q!r}", lead.strip(" ,"), "cause_prefix"
     if name == "dropped_scope":
         period = dict(f.scope).get("period") or ""
         new_q, new_c = _YEARS.sub("", question), _YEARS.sub("", context)
