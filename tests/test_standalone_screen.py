@@ -128,6 +128,29 @@ def test_an_answer_derivable_by_arithmetic_is_a_leak() -> None:
     assert answer_leak("Cover rose from 20% to 40%; what share of plots burned?", "", "50%") is None
 
 
+@pytest.mark.parametrize(("context", "answer", "how"), [
+    ("The mean went from 1.52 m to 1.79 m.", "18%", "relative change"),
+    ("The mean fell from 250 m to 192.5 m.", "23%", "relative change"),
+    ("The concentrations were 6.5 mg m-3 and 2.5 mg m-3.", "2.6 times", "ratio"),
+    # found by the red team: a context of many numbers (five stations with coordinates) hid the
+    # pair; a pair of one sentence still counts
+    ("FS-1 (78.83°N, 3.12°E), FS-2 (79.02°N, 2.61°E), FS-3 (79.15°N, 2.05°E), FS-4 (79.31°N, 2.30°E) and "
+     "FS-5 (79.44°N, 1.86°E) were occupied from 6 to 19 May 2019. It was seen at 168 of the 200 plots.", "84%",
+     "ratio"),
+    ("FS-1 (78.83°N, 3.12°E), FS-2 (79.02°N, 2.61°E), FS-3 (79.15°N, 2.05°E), FS-4 (79.31°N, 2.30°E) and "
+     "FS-5 (79.44°N, 1.86°E). It went from 6.9 mg m-2 to 9.2 mg m-2.", "2.3 mg m−2", "difference"),
+])
+def test_relative_changes_fold_ratios_and_one_sentence_pairs_are_derivable(context: str, answer: str,
+                                                                         how: str) -> None:
+    rejection = answer_leak("By how much did it change in the Fram Strait?", context, answer)
+    assert rejection is not None and rejection.rule_id == "question.answer_derivable"
+    assert rejection.evidence["how"] == how
+    # the same contexts for another answer: nothing derives it
+    assert answer_leak("By how much did it change in the Fram Strait?", context, "57%") is None
+    # coordinates are no quantities to divide: 78.83°N to 79.02°N is no "0.2%" change
+    assert answer_leak("q?", "Stations at 78.83°N and 79.02°N.", "0.2%") is None
+
+
 def test_false_flags_on_the_published_questions(arcticqa_v1: Path) -> None:
     flagged: dict[str, list[str]] = {}
     items = [json.loads(line) for line in (arcticqa_v1 / "items.jsonl").read_text(encoding="utf-8").splitlines()]

@@ -17,6 +17,7 @@ from arcticqa.gates.text import (
     normalize,
     normalize_loose,
     parenthetical_parts,
+    split_sentences,
     strip_parenthetical,
     words,
 )
@@ -119,39 +120,67 @@ def answer_leak(question: str, context: str, answer: str) -> Rejection | None:
 
 
 def _quantities(text: str) -> list[Number]:
-    """The numbers of ``text`` that are quantities (not years or dates)."""
-    return [n for n in parse_numbers(text) if not _is_year(n) and n.unit not in ("date", "day of year")]
+    """The numbers of ``text`` that are quantities (not years, dates or coordinates)."""
+    return [n for n in parse_numbers(text)
+            if not _is_year(n) and n.unit not in ("date", "day of year", "°N", "°S", "°E", "°W")]
 
 
 def answer_derivable(question: str, context: str, answer: str) -> Rejection | None:
     """``question.answer_derivable`` when a ratio, difference or sum of two numbers the question
     and context give equals the answer within the answer's own precision ("2 out of 72" for
-    2.8%). Only a single-number answer is tried; a percentage only against ratios."""
+    2.8%). Only a single-number answer is tried: a percentage against ratios and relative changes
+    ("from 1.52 m to 1.79 m" for an 18% increase), a fold change against ratios ("6.5 and 2.5
+    mg m-3" for 2.6 times), a value with a unit against differences and sums in its unit. Pairs are
+    sought among all the numbers of a question and context of at most 12, else within each of their
+    sentences (a context listing coordinates still leaks "36 of the 200 plots")."""
     numbers = parse_numbers(answer)
     if len(numbers) != 1 or _is_year(numbers[0]) or numbers[0].unit in ("date", "day of year"):
         return None
     target = numbers[0]
-    given = _quantities(f"{question}\n{context}")
-    if len(given) < 2 or len(given) > 12:
-        return None  # a paragraph of numbers makes some pair match by chance
-    percent = target.unit == "%"
+    text = f"{question}\n{context}"
+    given = _quantities(text)
+    if len(given) < 2:
+        return None
+    # a paragraph of numbers makes some pair match by chance: then only pairs of one sentence
+    groups = [given] if len(given) <= 12 else [g for g in (_quantities(s) for s in split_sentences(text))
+                                                if 2 <= len(g) <= 6]
+    for group in groups:
+        found = _derived(group, target)
+        if found is not None:
+            how, a, b = found
+            return ANSWER_DERIVABLE.reject(
+                f"the answer {answer!r} is the {how} of {a.value:g} and {b.value:g} given in the "
+                "question or context", how=how, numbers=[a.value, b.value])
+    return None
+
+
+def _derived(given: list[Number], target: Number) -> tuple[str, Number, Number] | None:
+    """The first pair of ``given`` (in order) whose ratio, relative change, difference or sum is
+    ``target`` within its tolerance: (how, first, second)."""
+    percent, fold = target.unit == "%", target.unit == "fold"
     for i, a in enumerate(given):
         for b in given[i + 1:]:
             if a.value == 0 or b.value == 0 or a.value == b.value:
                 continue  # "200 m … to 200 m": one quantity said twice, not a ratio
-            if percent:
-                if a.unit == "%" or b.unit == "%":
+            candidates: list[tuple[str, float]]
+            if percent or fold:
+                if a.unit in ("%", "fold") or b.unit in ("%", "fold"):
                     continue  # a share of shares is not what "2 out of 72" means
-                candidates = [("ratio", 100 * min(a.value, b.value) / max(a.value, b.value))]
+                low, high = sorted((abs(a.value), abs(b.value)))
+                if fold:
+                    candidates = [("ratio", high / low)] if (a.unit or None) == (b.unit or None) else []
+                else:
+                    candidates = [("ratio", 100 * low / high)]
+                    if (a.unit or None) == (b.unit or None):
+                        # from the first stated to the second: "went from 1.52 m to 1.79 m"
+                        candidates.append(("relative change", 100 * abs(b.value - a.value) / abs(a.value)))
             elif (a.unit or None) == (b.unit or None) == (target.unit or None):
                 candidates = [("difference", abs(a.value - b.value)), ("sum", a.value + b.value)]
             else:
                 continue
             for how, value in candidates:
                 if value != 0 and abs(value - target.value) < target.tolerance:
-                    return ANSWER_DERIVABLE.reject(
-                        f"the answer {answer!r} is the {how} of {a.value:g} and {b.value:g} given in the "
-                        "question or context", how=how, numbers=[a.value, b.value])
+                    return how, a, b
     return None
 
 
