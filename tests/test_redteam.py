@@ -174,6 +174,26 @@ def test_question_classes_plant_leaks_and_unresolvable_wording() -> None:
         q = _ask_question(team)
         assert not re.search(r"\b(?:2012|2021)\b", q["question"] + q["question_context"])
 
+        team, _ = _planted_team("causal_question", seed=seed)
+        q = _ask_question(team)
+        assert re.match(r"(?:Because of|Driven by|As a result of|Due to) ", q["question"])
+
+        for finding in (FINDING, DEGREES):
+            team, _ = _planted_team("leak_derivable", finding, seed=seed)
+            q = _ask_question(team, finding)
+            _check_derivable(team.plants[0].variant, q["question_context"], finding["answer"])
+
+
+def _check_derivable(variant: str, context: str, answer: str) -> None:
+    """The planted sentence gives the answer by arithmetic, within the answer's precision."""
+    target = parse_numbers(answer)[0]
+    sentence = context.rsplit(". ", 1)[-1] if ". " in context else context
+    values = [n.value for n in parse_numbers(sentence)]
+    a, b = values[-2], values[-1]
+    derived = {"relative_change": 100 * abs(b - a) / a, "ratio": 100 * min(a, b) / max(a, b),
+               "difference": abs(b - a)}[variant]
+    assert abs(derived - target.value) < target.tolerance, (variant, sentence, answer)
+
 
 def _options_for(name: str, seed: int, finding: dict[str, Any] = FINDING) -> tuple[RedTeam, list[str], Plant]:
     team, _ = _planted_team(name, finding, seed=seed)
@@ -331,7 +351,7 @@ def test_transport_faults_come_once_per_request_and_a_reask_gets_the_honest_answ
 
 
 def test_the_log_is_one_json_line_per_plant_written_whole(tmp_path: Path) -> None:
-    team = RedTeam(3)
+    team = RedTeam(3, ["wrong_span_ids", "fabricated_scope"])
     team(_findings_call(*[{**FINDING, "claim": f"Claim {i}: grew by {i + 2}%.", "answer": f"{i + 2}%",
                            "span_ids": ["sp-r1"]} for i in range(12)]))
     path = team.write_log(tmp_path / "logs" / "plants.jsonl")
