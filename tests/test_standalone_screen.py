@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from arcticqa.gates import answer_leak, not_standalone
+from arcticqa.gates.question import unsupported_cause
 
 CONTEXT = "Water samples were collected in Kongsfjorden, Svalbard, in July 2019."
 
@@ -149,6 +150,37 @@ def test_relative_changes_fold_ratios_and_one_sentence_pairs_are_derivable(conte
     assert answer_leak("By how much did it change in the Fram Strait?", context, "57%") is None
     # coordinates are no quantities to divide: 78.83°N to 79.02°N is no "0.2%" change
     assert answer_leak("q?", "Stations at 78.83°N and 79.02°N.", "0.2%") is None
+
+
+EVIDENCE = "Mean end-of-season active-layer thickness increased by 18% between 2012 and 2021 in the Bayelva catchment."
+
+
+@pytest.mark.parametrize("question", [
+    "Because of warmer summers, by what percentage did active-layer thickness increase in the Bayelva catchment?",
+    "Driven by earlier snowmelt, by what percentage did active-layer thickness increase between 2012 and 2021?",
+    "Why did active-layer thickness in the Bayelva catchment increase by 18%?",
+    "Из-за более тёплого лета на сколько увеличилась мощность сезонно-талого слоя в 2012–2021 гг.?",
+])
+def test_a_cause_the_finding_does_not_state_is_rejected(question: str) -> None:
+    """Found by the red team: a causal prefix passed every rule when the verifier and the blind
+    reconstructor called the question an observation."""
+    rejection = unsupported_cause(question, EVIDENCE, "observation")
+    assert rejection is not None and rejection.rule_id == "question.unsupported_cause"
+
+
+@pytest.mark.parametrize(("question", "evidence", "claim_type"), [
+    # the evidence states a cause: the question may restate it (the v1 questions with causal words)
+    ("What share of subsamples were rejected as a result of the initial data screening?",
+     "In all, 12% of subsamples were rejected as a result of the initial screening.", "observation"),
+    ("How many OTUs changed in response to the tDOM addition?",
+     "In total, 38 OTUs responded significantly to tDOM addition.", "observation"),
+    ("By what percentage did thaw depth increase due to warmer summers?", EVIDENCE, "causal"),
+    # no cause in the question; a cause-like word that is no cause
+    ("By what percentage did active-layer thickness increase in the Bayelva catchment?", EVIDENCE, "observation"),
+    ("What was the mean thaw depth in the Bayelva catchment in 2021?", EVIDENCE, "observation"),
+])
+def test_a_cause_the_evidence_states_or_no_cause_passes(question: str, evidence: str, claim_type: str) -> None:
+    assert unsupported_cause(question, evidence, claim_type) is None
 
 
 def test_false_flags_on_the_published_questions(arcticqa_v1: Path) -> None:

@@ -26,6 +26,8 @@ from arcticqa.rules import Rejection, rule
 __all__ = [
     "ANSWER_LEAK",
     "ANSWER_DERIVABLE",
+    "UNSUPPORTED_CAUSE",
+    "unsupported_cause",
     "NOT_STANDALONE",
     "RELATIVE_PERIOD",
     "DEMONSTRATIVE",
@@ -67,6 +69,9 @@ PAPER_LABEL = rule("question.paper_label",
                    "a label that exists only inside the paper (a run name, an undefined acronym)")
 ANSWER_DERIVABLE = rule("question.answer_derivable",
                         "the answer follows by arithmetic from numbers the question or context gives")
+UNSUPPORTED_CAUSE = rule("question.unsupported_cause",
+                         "the question asserts or asks for a cause that neither the finding nor its cited "
+                         "evidence states")
 
 
 def answer_variants(answer: str) -> list[str]:
@@ -182,6 +187,34 @@ def _derived(given: list[Number], target: Number) -> tuple[str, Number, Number] 
                 if value != 0 and abs(value - target.value) < target.tolerance:
                     return how, a, b
     return None
+
+
+# a cause the question asserts ("Because of warmer summers, …") or asks for ("Why …")
+_QUESTION_CAUSE = re.compile(
+    r"\b(?:because|due to|owing to|driven by|caused by|as a result of|attribut(?:able|ed) to|in response to"
+    r"|thanks to|why|what (?:caused|drove|drives|causes)|led to|leading to)\b"
+    r"|(?<!\w)(?:из-за|вследствие|благодаря|в результате|обусловлен\w*|вызван\w*|под влиянием|по причине"
+    r"|почему)(?!\w)")
+# any causal wording in the finding or its evidence: then the question may restate the cause
+_EVIDENCE_CAUSE = re.compile(
+    r"\b(?:because|due|owing|driv\w*|caus\w*|result\w*|led|lead(?:s|ing)?|attribut\w*|response|respond\w*"
+    r"|explain\w*|effects?|influenc\w*|forc(?:ed|ing)|trigger\w*|contribut\w*|consequen\w*|thanks|why)\b"
+    r"|(?<!\w)(?:из-за|вследстви\w*|благодаря|результат\w*|обусловл\w*|вызва\w*|влияни\w*|причин\w*"
+    r"|связа\w*|почему)(?!\w)")
+
+
+def unsupported_cause(question: str, evidence: str, claim_type: str = "observation") -> Rejection | None:
+    """``question.unsupported_cause`` when the question asserts or asks for a cause ("Because of
+    warmer summers, by what percentage …", "Why did …", "Из-за …") and neither the finding (its
+    claim type, its claim) nor its cited evidence states any. The context is not read: a setting
+    remark there ("sampling was delayed due to ice") claims nothing about the answer."""
+    if claim_type == "causal":
+        return None
+    m = _QUESTION_CAUSE.search(normalize(question))
+    if m is None or _EVIDENCE_CAUSE.search(normalize(evidence)):
+        return None
+    return UNSUPPORTED_CAUSE.reject(f"the question says {m.group(0)!r}, a cause the finding and its evidence do "
+                                    "not state", field="question", phrase=m.group(0))
 
 
 def _is_year(number: Number) -> bool:

@@ -1,13 +1,20 @@
 """Answer-first question writing: the ``question_writer`` role gets the fixed answer, claim and
 scope and writes a standalone question plus a ``question_context`` (definitions, place, period,
-sample; never results). Deterministic gates then check leak, standalone wording, scope and length.
+sample; never results). Deterministic gates then check leak, standalone wording, scope, length,
+and a cause the finding does not state.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from arcticqa.gates.question import answer_leak, length_bounds, not_standalone, scope_dropped
+from arcticqa.gates.question import (
+    answer_leak,
+    length_bounds,
+    not_standalone,
+    scope_dropped,
+    unsupported_cause,
+)
 from arcticqa.llm.types import RoleClient
 from arcticqa.rules import Rejection
 from arcticqa.stages.findings import Finding, Provenance, span_payload
@@ -44,6 +51,7 @@ def check_question(draft: QuestionDraft, finding: Finding) -> list[Rejection]:
         not_standalone(draft.question, draft.question_context),
         scope_dropped(draft.question, draft.question_context, dict(finding.scope.values())),
         length_bounds(draft.question, draft.question_context),
+        unsupported_cause(draft.question, f"{finding.claim}\n{finding.evidence_text}", finding.claim_type),
     ]
     return [c for c in checks if c is not None]
 
