@@ -308,3 +308,96 @@ def test_prefect_status_and_stop_find_the_server_of_make_demo(tmp_path: Path) ->
         assert again.returncode == 1 and f"PREFECT_HOME={project_home}" in again.stdout
     finally:
         stop_server(project_home)
+
+
+# -- a build stopped by Ctrl-C or SIGTERM ----------------------------------------------------------------
+
+def _open_attempts(db: Path) -> dict[str, int]:
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT status, count(*) FROM stage_run s WHERE attempt = (SELECT max(attempt) FROM "
+                            "stage_run o WHERE o.paper_id = s.paper_id AND o.stage = s.stage AND o.subject = "
+                            "s.subject) GROUP BY status").fetchall()
+    return {status: n for status, n in rows}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_build_says_so_and_resume_finishes_it(tmp_path: Path, sig: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
+
+    monkeypatch.setenv("ARCTICQA_TEST_KEY", "sk-test-interrupt-36")
+    corpus = make_corpus(tmp_path / "corpus", n=3)
+    with FakeOpenAIServer(ScriptedModel(), latency=3.0) as server:  # every model call takes 3 s
+        config = write_config(tmp_path / "work", base_url=server.base_url, corpus=corpus)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("ARCTICQA_")},
+               "ARCTICQA_TEST_KEY": "sk-test-interrupt-36"}
+        proc = subprocess.Popen([sys.executable, "-m", "arcticqa", "build", "-c", str(config), "--orchestrator",
+                                 "local"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:  # a model call is in flight: stages run
+            time.sleep(0.05)
+        assert server.requests, "the build never called the model"
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0
+        db = tmp_path / "work" / "arcticqa.db"
+        found = _open_attempts(db)
+        assert found.get("interrupted", 0) >= 1 and "running" not in found, (found, err[-2000:])
+        shown = _cli(tmp_path, "status", "-c", str(config))
+        assert shown.returncode == 0 and "interrupted" in shown.stdout and "arcticqa resume" in shown.stdout
+        server.latency = 0.0
+        resumed = _cli(tmp_path, "resume", "-c", str(config), "--orchestrator", "local", env=env, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert set(_open_attempts(db)) <= {"succeeded", "rejected"}
+
+
+# -- what export says -------------------------------------------------------------------------------------
+
+def test_export_says_what_the_release_holds_and_what_it_left_out_and_why(tmp_path: Path) -> None:
+    from arcticqa.review.items import load_review_items
+    from arcticqa.review.plan import SamplingRequest, extend_plan
+    from arcticqa.store.reviews import add_verdict, plan_assignments, save_plan
+    from arcticqa.store.tables import ReviewVerdict
+    from tests.review_fixtures import make_review_store
+
+    store = make_review_store(tmp_path / "s.db", accepted=4, rejected=1)
+    try:  # a reviewer rejects one item in the workbench, accepts the rest
+        plan, rows = extend_plan(None, [], load_review_items(store.engine), SamplingRequest(reviewers=["ana"]))
+        save_plan(store.engine, plan, rows)
+        items = {i.key: i for i in load_review_items(store.engine)}
+        assigned = [a for a in plan_assignments(store.engine, "main") if a.population == "accepted"]
+        for n, a in enumerate(assigned):
+            add_verdict(store.engine, ReviewVerdict(
+                plan_id="main", item_key=a.item_key, reviewer=a.reviewer, verdict="reject" if n == 0 else "accept",
+                failure_types=["review.distractor_true:3"] if n == 0 else [],
+                content_hash=items[a.item_key].content_hash))
+        rejected = assigned[0].item_key
+    finally:
+        store.close()
+    config = tmp_path / "arcticqa.toml"
+    config.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "s.db"}"\n', encoding="utf-8")
+    done = runner.invoke(app, ["export", "-c", str(config), "--out", str(tmp_path / "release")])
+    assert done.exit_code == 0, done.output
+    text = " ".join(done.stdout.split())
+    assert f"wrote {tmp_path / 'release'} (release arcticqa-release): 3 items, 6 conditions" in text
+    assert "distractors: 12 model-verified" in text and "evidence text: left out" in text
+    assert (f"left out: 1 accepted item (excluded-items.json) 1 × rejected by expert review (plan main): "
+            f"review.distractor_true:3: {rejected}") in text
+    assert f"`arcticqa audit -c {config}` lists them" in text
+
+
+@pytest.mark.slow
+def test_a_build_says_what_to_run_next(tmp_path: Path) -> None:
+    config = tmp_path / "mine.toml"
+    config.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "arcticqa.db"}"\n', encoding="utf-8")  # offline roles
+    done = _cli(tmp_path, "build", "-c", "mine.toml", "--orchestrator", "local", timeout=300)
+    assert done.returncode == 0, done.stderr
+    after = done.stdout.split("next:", 1)[1].split()
+    assert " ".join(after).startswith("arcticqa status -c mine.toml the newest attempt")
+    assert "arcticqa export -c mine.toml --out release" in " ".join(after)

@@ -59,7 +59,7 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
          source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1) -> None:
     # imported here, not at the top: every CLI command starts faster without the build's imports
     from arcticqa.config import load_settings
-    from arcticqa.pipeline.build import LOCAL
+    from arcticqa.pipeline.build import LOCAL, check_workers
     from arcticqa.pipeline.build import Orchestrator as BuildOrchestrator
     from arcticqa.pipeline.build import build as pipeline_build
 
@@ -70,17 +70,18 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     if keywords is not None:
         overrides["keywords_file"] = keywords
     settings = load_settings(config, **({"build": overrides} if overrides else {}))
-    # before the store is opened (or created) and before a Prefect server starts: a wrong path, a
-    # missing key, no network or a wrong base_url is one line and exit 1/2, not minutes of retries
-    from arcticqa.pipeline.preflight import preflight_build
-
-    preflight_build(settings)
     route: BuildOrchestrator = LOCAL
     if orchestrator is Orchestrator.prefect:
         # imported only on this route: importing Prefect costs seconds the local route never pays
         from flows.build_arcticqa import PREFECT
 
         route = PREFECT
+    check_workers(route, workers)
+    # before the store is opened (or created) and before a Prefect server starts: a wrong path, a
+    # missing key, no network or a wrong base_url is one line and exit 1/2, not minutes of retries
+    from arcticqa.pipeline.preflight import preflight_build
+
+    preflight_build(settings)
     try:
         summary = pipeline_build(settings, resume=resume, orchestrator=route, workers=workers, batch=batch,
                                  retry_rejected=retry_rejected or ())
@@ -92,6 +93,24 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
         err_console.print(Text.assemble(("stopped early:", "yellow"), f" {summary.stopped} (finished work is "
                                         "kept; raise the cap and run `arcticqa resume`)"))
         raise typer.Exit(3)
+    _print_next(config, failed=any(c.get("failed") for c in summary.stages.values()))
+
+
+def _print_next(config: Path | None, *, failed: bool) -> None:
+    """What to run after a build, as the user would type it (with the config the build used)."""
+    import shlex
+
+    given = config or (Path(os.environ["ARCTICQA_CONFIG"]) if os.environ.get("ARCTICQA_CONFIG") else None)
+    flag = f" -c {shlex.quote(str(given))}" if given is not None else ""
+    steps = [(f"arcticqa status{flag}", "the newest attempt of every stage"),
+             (f"arcticqa audit{flag}", "every rejection with its rule, message and evidence"),
+             (f"arcticqa export{flag} --out release", "write the release (it says what it holds and left out)")]
+    if failed:
+        steps.insert(0, (f"arcticqa resume{flag}", "run the failed stages again"))
+    width = max(len(command) for command, _ in steps)
+    console.print("next:", highlight=False)
+    for command, what in steps:
+        console.print(f"  {command:{width}}   {what}", highlight=False, soft_wrap=True)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -182,13 +201,19 @@ def status(config: ConfigOption = None,
                   collapse_padding=True)
     table.add_column("stage", no_wrap=True)
     table.add_column("counts", no_wrap=True)
-    for s in STATUSES:
+    # "interrupted" (a build stopped by Ctrl-C or SIGTERM) only when there is one, so the usual table
+    # still fits 80 columns
+    shown = STATUSES + tuple(s for s in ("interrupted",) if any(c.get(s) for c in counts.values()))
+    for s in shown:
         table.add_column(s, justify="right", no_wrap=True)
     for stage in order:
         # construct's steps are indented under it: they run inside it, one paper at a time
         name = f"  {stage}" if stage in CONSTRUCT_STEPS else stage
-        table.add_row(name, _unit(stage), *(str(counts[stage].get(s, 0)) for s in STATUSES))
+        table.add_row(name, _unit(stage), *(str(counts[stage].get(s, 0)) for s in shown))
     console.print(table)
+    if len(shown) > len(STATUSES):
+        console.print("interrupted: attempts a stopped build left unfinished (`arcticqa resume` runs them again)",
+                      highlight=False)
     console.print(f"llm calls: {len(calls)} (cache hits {sum(c.cache_hit for c in calls)}), "
                   f"cost USD {sum(c.cost_usd for c in calls):.4f}")
 

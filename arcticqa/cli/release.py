@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from arcticqa.release.audit import AuditData
     from arcticqa.store import Store
 
-__all__ = ["validate_release_cmd", "export_cmd", "audit_cmd", "funnel_cmd"]
+__all__ = ["validate_release_cmd", "export_cmd", "audit_cmd", "funnel_cmd", "release_summary"]
 
 _MAX_PRINTED = 50
 _View = TypeVar("_View")
@@ -125,7 +125,51 @@ def export_cmd(
                                  allow_empty=allow_empty)
     finally:
         store.close()
-    console.print(f"wrote {path}", highlight=False)
+    for line in release_summary(path, config=config):
+        console.print(line, highlight=False, soft_wrap=True)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def release_summary(release: Path, *, config: Path | None = None, listed: int = 10) -> list[str]:
+    """What ``export`` wrote, read back from the release: what it holds (items, conditions,
+    distractors, how answers and options were checked, evidence text or not) and which accepted
+    items it left out, grouped by reason, with their ids."""
+    manifest = json.loads((release / "MANIFEST.json").read_text(encoding="utf-8"))
+    excluded = json.loads((release / "excluded-items.json").read_text(encoding="utf-8"))
+    counts = manifest.get("counts") or {}
+    items, conditions = int(counts.get("items", 0)), int(counts.get("conditions", 0))
+    lines = [f"wrote {release} (release {manifest.get('release_id')}): "
+             f"{_plural(items, 'item')}, {_plural(conditions, 'condition')} (each item answer-present and "
+             f"answer-absent), {_plural(int(counts.get('distractors', 0)), 'distractor')}"]
+    checked = [f"{what}: " + ", ".join(f"{n} {kind}" for kind, n in by.items())
+               for what, by in (("answers", counts.get("items_by_answer_match") or {}),
+                                ("distractors", counts.get("distractors_by_verification") or {})) if by]
+    if checked:
+        lines.append("  " + "; ".join(checked))
+    lines.append("  evidence text: " + ("included" if manifest.get("include_evidence")
+                                        else "left out (span ids, offsets and hashes only; --include-evidence adds it)"))
+    by_reason: dict[str, list[str]] = {}
+    for entry in excluded:
+        by_reason.setdefault(str(entry.get("reason", "no reason recorded")), []).append(str(entry.get("item_id")))
+    if not by_reason:
+        lines.append("  left out: no accepted item")
+    else:
+        lines.append(f"  left out: {_plural(len(excluded), 'accepted item')} (excluded-items.json)")
+        for reason, ids in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            shown = ", ".join(ids[:listed]) + (f", … ({len(ids) - listed} more)" if len(ids) > listed else "")
+            lines.append(f"    {len(ids)} × {reason}: {shown}")
+    left: dict[str, int] = {}
+    for step in (manifest.get("funnel") or {}).get("steps", []):
+        left[step.get("unit", "papers")] = left.get(step.get("unit", "papers"), 0) + sum(
+            (step.get("rejected") or {}).values()) + int(step.get("needs_review") or 0)
+    built = " and ".join(_plural(n, unit.removesuffix("s")) for unit, n in left.items() if n)
+    flag = f" -c {config}" if config is not None else ""
+    lines.append(f"  before that, the build left out {built or 'nothing'} (`arcticqa audit{flag}` lists them with "
+                 "the rule; the card's funnel counts them)")
+    return lines
 
 
 @app.command("audit")

@@ -40,7 +40,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from arcticqa.config import Settings, read_env_file
 from arcticqa.errors import ConfigError, FailureThresholdExceeded
 from arcticqa.llm.gateway import Budget
-from arcticqa.pipeline.runner import BatchReport, BuildContext, StageSpec, open_build_context, run_stage_batch
+from arcticqa.pipeline.runner import (
+    BatchReport,
+    BuildContext,
+    StageSpec,
+    interruptible,
+    open_build_context,
+    run_stage_batch,
+)
 from arcticqa.pipeline.stages import BUILD_STAGES, discover_papers
 
 __all__ = [
@@ -55,6 +62,7 @@ __all__ = [
     "LocalOrchestrator",
     "LOCAL",
     "build",
+    "check_workers",
     "execute",
     "run_early",
     "early_outcomes",
@@ -314,6 +322,13 @@ class LocalOrchestrator:
 LOCAL: Orchestrator = LocalOrchestrator()
 
 
+def check_workers(orchestrator: Orchestrator, workers: int) -> None:
+    """``workers > 1`` needs an orchestrator that starts helper processes (a ConfigError otherwise)."""
+    if workers > 1 and not orchestrator.runs_workers:
+        raise ConfigError(f"--workers needs --orchestrator local (with {orchestrator.name}, use "
+                          "build.task_runner = \"dask\" or a process work pool: docs/scale-out.md)")
+
+
 def build(settings: Settings, *, resume: bool = False, orchestrator: Orchestrator = LOCAL, workers: int = 1,
           batch: bool = False, retry_rejected: Sequence[str] = ()) -> BuildSummary:
     """Run one build: discovery (``resume``: only what a stopped build left unfinished), then
@@ -322,13 +337,12 @@ def build(settings: Settings, *, resume: bool = False, orchestrator: Orchestrato
     ``batch`` sends the ``build.batch_roles`` through the provider's Batch API (the same as
     ``build.batch = true``); ``workers`` is the number of build processes sharing the store.
     """
-    if workers > 1 and not orchestrator.runs_workers:
-        raise ConfigError(f"--workers needs --orchestrator local (with {orchestrator.name}, use "
-                          "build.task_runner = \"dask\" or a process work pool: docs/scale-out.md)")
+    check_workers(orchestrator, workers)
     if batch and not settings.build.batch:
         settings = settings.model_copy(update={"build": settings.build.model_copy(update={"batch": True})})
     options = BuildOptions(resume=resume, retry_rejected=tuple(retry_rejected), workers=workers)
-    return orchestrator.run(settings, options)
+    with interruptible():  # SIGTERM closes the open attempts as Ctrl-C does (``interrupted``)
+        return orchestrator.run(settings, options)
 
 
 def batches(ids: Sequence[str], size: int) -> list[list[str]]:

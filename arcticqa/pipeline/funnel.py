@@ -48,7 +48,7 @@ def _first_rules(rows: list[RejectionRow]) -> dict[int, str]:
 def _outcome(runs: list[StageRun | None], rules: dict[int, str]) -> tuple[str, StageRun | None]:
     """Where one unit stopped among these stages: "passed", a rule id, FAILED or NOT_YET_RUN."""
     for run in runs:
-        if run is None or run.status in ("pending", "running"):
+        if run is None or run.status in ("pending", "running", "interrupted"):  # resume runs it
             return NOT_YET_RUN, run
         if run.status == "failed":
             return FAILED, run

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import contextvars
 import gc
+import signal
 import threading
 import uuid
 from collections import Counter
@@ -58,6 +59,7 @@ __all__ = [
     "shared_context",
     "claimed_attempt",
     "frozen_heap",
+    "interruptible",
 ]
 
 R = TypeVar("R", bound=StepResult)
@@ -210,10 +212,44 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
                 yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                    retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id,
                                    ledger=ledger, outcomes=OutcomeWriter(store), hand_over=hand_over)
+    except BaseException as exc:
+        # Ctrl-C (the task is cancelled), SIGTERM (:func:`interruptible`), or an error that ends the
+        # build: the attempts still open would show "running" for ever; they say what happened
+        _interrupt_open_attempts(store, heartbeat.worker_id, exc)
+        raise
     finally:
         heartbeat.stop()
         if own_store:
             store.close()
+
+
+def _interrupt_open_attempts(store: Store, worker_id: str, exc: BaseException) -> None:
+    why = {"CancelledError": "the build was cancelled (Ctrl-C)", "KeyboardInterrupt": "the build was interrupted "
+           "(Ctrl-C or SIGTERM)", "SystemExit": "the build process was told to exit"}.get(
+        type(exc).__name__, f"the build stopped on {type(exc).__name__}: {exc}")
+    try:
+        store.interrupt_runs(worker_id, f"{why} before this attempt finished; `arcticqa resume` runs it again")
+    except Exception:  # noqa: BLE001 - best effort on the way out; the attempt stays "running", taken over later
+        pass
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """While a build runs in the main thread, SIGTERM stops it as Ctrl-C does (KeyboardInterrupt), so
+    its open attempts are closed as ``interrupted`` instead of left ``running``; the previous handler
+    is put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous not in (signal.SIG_DFL, None):  # someone (Prefect, a test harness) handles it: theirs
+        yield
+        return
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 _frozen_depth = 0

@@ -38,7 +38,8 @@ from arcticqa.store.db import read_session, write_connection, write_session
 from arcticqa.store.ledger import ModelCallFields, insert_calls
 from arcticqa.store.tables import DocumentRow, RejectionRow, SpanRow, StageRun, Worker, utcnow
 
-__all__ = ["RunLog", "Claim", "EvidenceValues", "AttemptOutcome", "FinishedStep", "ClosedAttempt", "input_hash", "HOST", "pid_alive"]
+__all__ = ["RunLog", "Claim", "EvidenceValues", "AttemptOutcome", "FinishedStep", "ClosedAttempt", "input_hash", "HOST", "pid_alive",
+           "INTERRUPTED"]
 
 # Core tables for the per-step hot path (see arcticqa.store.db.write_connection)
 _RUN = StageRun.__table__  # type: ignore[attr-defined]
@@ -75,6 +76,9 @@ def _newest_run(conn: Connection, paper_id: str, stage: str, subject: str) -> St
     row = conn.execute(_NEWEST_RUN, {"paper_id": paper_id, "stage": stage, "subject": subject}).first()
     return StageRun(**row._mapping) if row is not None else None
 
+
+#: the status of an attempt its build stopped before it finished (:meth:`RunLog.interrupt_runs`)
+INTERRUPTED = "interrupted"
 
 #: the columns :func:`_outcome` sets only when there is something to say
 _UNSET_OUTCOME: dict[str, Any] = {"prompt_version": None, "error_class": None, "error_message": None}
@@ -381,6 +385,16 @@ class RunLog:
         """A clean exit: whatever this worker still has ``running`` is free to take at once."""
         with write_session(self.engine) as s:
             s.execute(update(Worker).where(col(Worker.id) == worker_id).values(stopped_at=utcnow()))
+
+    def interrupt_runs(self, worker_id: str, reason: str) -> int:
+        """Close the attempts this worker still has ``running`` as ``interrupted`` (the build was
+        stopped: Ctrl-C, SIGTERM, an error that ended it), with ``reason`` as their error; how many.
+        Like ``failed`` they are not done: the next build or ``resume`` runs them again."""
+        with write_session(self.engine) as s:
+            result: Any = s.execute(update(StageRun).where(
+                col(StageRun.worker_id) == worker_id, col(StageRun.status) == "running").values(
+                status=INTERRUPTED, error_class="Interrupted", error_message=reason[:4000], finished_at=utcnow()))
+            return int(result.rowcount or 0)
 
     def workers(self) -> list[Worker]:
         with read_session(self.engine) as s:

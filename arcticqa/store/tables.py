@@ -96,7 +96,7 @@ class DiscoveryPage(SQLModel, table=True):
 
 
 class StageRun(SQLModel, table=True):
-    """One (paper, stage, subject, attempt). Status: pending|running|succeeded|rejected|failed."""
+    """One (paper, stage, subject, attempt). Status: pending|running|succeeded|rejected|failed|interrupted."""
 
     __tablename__ = "stage_run"
     __table_args__ = (
