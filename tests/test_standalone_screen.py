@@ -159,12 +159,17 @@ EVIDENCE = "Mean end-of-season active-layer thickness increased by 18% between 2
     "Because of warmer summers, by what percentage did active-layer thickness increase in the Bayelva catchment?",
     "Driven by earlier snowmelt, by what percentage did active-layer thickness increase between 2012 and 2021?",
     "Why did active-layer thickness in the Bayelva catchment increase by 18%?",
+    # causal wording in the evidence that names another cause, or none ("the largest contributor to
+    # the expansion", "lead ice", "Results show"): the question's cause is still not stated
+    "As a result of reduced sea ice, by how many percentage points did Betula nana cover increase?",
     "Из-за более тёплого лета на сколько увеличилась мощность сезонно-талого слоя в 2012–2021 гг.?",
 ])
 def test_a_cause_the_finding_does_not_state_is_rejected(question: str) -> None:
     """Found by the red team: a causal prefix passed every rule when the verifier and the blind
     reconstructor called the question an observation."""
-    rejection = unsupported_cause(question, EVIDENCE, "observation")
+    evidence = EVIDENCE if question.startswith("Why") else (
+        EVIDENCE + " Betula nana was the largest contributor to the expansion; results for lead ice differ.")
+    rejection = unsupported_cause(question, evidence, "observation")
     assert rejection is not None and rejection.rule_id == "question.unsupported_cause"
 
 
@@ -175,6 +180,9 @@ def test_a_cause_the_finding_does_not_state_is_rejected(question: str) -> None:
     ("How many OTUs changed in response to the tDOM addition?",
      "In total, 38 OTUs responded significantly to tDOM addition.", "observation"),
     ("By what percentage did thaw depth increase due to warmer summers?", EVIDENCE, "causal"),
+    # the evidence names this cause, in other words
+    ("By what percentage did thaw depth increase because of warmer summers?",
+     EVIDENCE + " The increase followed warmer summers.", "observation"),
     # no cause in the question; a cause-like word that is no cause
     ("By what percentage did active-layer thickness increase in the Bayelva catchment?", EVIDENCE, "observation"),
     ("What was the mean thaw depth in the Bayelva catchment in 2021?", EVIDENCE, "observation"),

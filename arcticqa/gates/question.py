@@ -191,30 +191,45 @@ def _derived(given: list[Number], target: Number) -> tuple[str, Number, Number] 
 
 # a cause the question asserts ("Because of warmer summers, …") or asks for ("Why …")
 _QUESTION_CAUSE = re.compile(
-    r"\b(?:because|due to|owing to|driven by|caused by|as a result of|attribut(?:able|ed) to|in response to"
-    r"|thanks to|why|what (?:caused|drove|drives|causes)|led to|leading to)\b"
-    r"|(?<!\w)(?:из-за|вследствие|благодаря|в результате|обусловлен\w*|вызван\w*|под влиянием|по причине"
-    r"|почему)(?!\w)")
-# any causal wording in the finding or its evidence: then the question may restate the cause
+    r"\b(?:because(?: of)?|due to|owing to|driven by|caused by|as a result of|attribut(?:able|ed) to"
+    r"|in response to|thanks to|led to|leading to)\b"
+    r"|(?<!\w)(?:из-за|вследствие|благодаря|в результате|обусловлен\w*|вызван\w*|под влиянием|по причине)(?!\w)")
+# a question asking for a cause, naming none
+_ASKS_CAUSE = re.compile(r"\b(?:why|what (?:caused|drove|drives|causes|explains))\b|(?<!\w)почему(?!\w)")
+# causal wording in the finding or its evidence (for a question that asks "why")
 _EVIDENCE_CAUSE = re.compile(
-    r"\b(?:because|due|owing|driv\w*|caus\w*|result\w*|led|lead(?:s|ing)?|attribut\w*|response|respond\w*"
-    r"|explain\w*|effects?|influenc\w*|forc(?:ed|ing)|trigger\w*|contribut\w*|consequen\w*|thanks|why)\b"
-    r"|(?<!\w)(?:из-за|вследстви\w*|благодаря|результат\w*|обусловл\w*|вызва\w*|влияни\w*|причин\w*"
-    r"|связа\w*|почему)(?!\w)")
+    r"\b(?:because|due to|owing to|driven by|drive[sn]?|drove|drivers? of|caused|causes?|causing"
+    r"|result(?:ed|s|ing)? (?:in|from)|as a result|led to|leads? to|leading to|attribut\w+ to|in response to"
+    r"|respond(?:s|ed)? to|explained by|effects? of|influenced by|forced by|triggered by|contribut\w+ to"
+    r"|consequences? of|thanks to)\b"
+    r"|(?<!\w)(?:из-за|вследстви\w*|благодаря|в результате|обусловл\w*|вызва\w*|под влиянием|причин\w*)(?!\w)")
+_CAUSE_END = re.compile(r"[,;:?]|\s(?:by|how|what|which|when|where|did|does|was|were|на|как|сколько)\s")
 
 
 def unsupported_cause(question: str, evidence: str, claim_type: str = "observation") -> Rejection | None:
-    """``question.unsupported_cause`` when the question asserts or asks for a cause ("Because of
-    warmer summers, by what percentage …", "Why did …", "Из-за …") and neither the finding (its
-    claim type, its claim) nor its cited evidence states any. The context is not read: a setting
-    remark there ("sampling was delayed due to ice") claims nothing about the answer."""
+    """``question.unsupported_cause`` when the question names a cause ("Because of warmer summers,
+    by what percentage …", "… due to grazing", "Из-за …") that the finding's claim and cited
+    evidence do not name (its words, as :func:`phrase_covered` reads a scope value), or asks for
+    one ("Why did …") of a finding that is not causal and whose evidence has no causal wording.
+    The context is not read: a setting remark there ("sampling was delayed due to ice") claims
+    nothing about the answer."""
     if claim_type == "causal":
         return None
-    m = _QUESTION_CAUSE.search(normalize(question))
+    qnorm = normalize(question)
+    m = _QUESTION_CAUSE.search(qnorm)
+    if m is not None:
+        rest = qnorm[m.end():]
+        end = _CAUSE_END.search(rest)
+        cause = " ".join(rest[:end.start() if end else len(rest)].split()[:6])
+        if not cause or phrase_covered(evidence, cause):
+            return None
+        return UNSUPPORTED_CAUSE.reject(f"the question says {m.group(0)} {cause!r}, a cause the finding and its "
+                                        "evidence do not state", field="question", phrase=f"{m.group(0)} {cause}")
+    m = _ASKS_CAUSE.search(qnorm)
     if m is None or _EVIDENCE_CAUSE.search(normalize(evidence)):
         return None
-    return UNSUPPORTED_CAUSE.reject(f"the question says {m.group(0)!r}, a cause the finding and its evidence do "
-                                    "not state", field="question", phrase=m.group(0))
+    return UNSUPPORTED_CAUSE.reject(f"the question asks {m.group(0)!r} of a finding that states no cause",
+                                    field="question", phrase=m.group(0))
 
 
 def _is_year(number: Number) -> bool:
