@@ -66,10 +66,11 @@ def test_every_bundled_protocol_is_a_subpackage_with_the_same_module_names() -> 
     # nothing protocol-specific is left in the package root beside the shared machinery
     # exposure: the training-exposure view (item dates, cutoffs) sits beside coverage, not in a
     # protocol subpackage, so every protocol keeps the same module names; variants: ArcticAbstain's
-    # prompt-robustness plan and report, a view across runs like exposure
-    assert _modules(EVALUATE) == {"__init__", "coverage", "exposure", "external", "options", "policies",
-                                  "promptfile", "protocols", "recorded", "reportio", "runner", "shape", "stats",
-                                  "variants"}
+    # prompt-robustness plan and report, a view across runs like exposure; itemaudit and irt: the
+    # item audit (evaluate items), a view of the items across models, and its IRT fit
+    assert _modules(EVALUATE) == {"__init__", "coverage", "exposure", "external", "irt", "itemaudit", "options",
+                                  "policies", "promptfile", "protocols", "recorded", "reportio", "runner", "shape",
+                                  "stats", "variants"}
 
 
 @pytest.mark.parametrize("protocol", BUNDLED, ids=lambda p: p.name)

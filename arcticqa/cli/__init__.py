@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from arcticqa.cli import build, demo, eligibility, evaluate, prefect, release, review, standin, text  # noqa: F401  (registers commands)
+from arcticqa.cli import (  # noqa: F401  (registers commands)
+    build,
+    demo,
+    eligibility,
+    evaluate,
+    evaluate_items,
+    prefect,
+    release,
+    review,
+    standin,
+    text,
+)
 from arcticqa.cli.app import app
 
 __all__ = ["app", "main"]

@@ -47,6 +47,8 @@ REPORT_FILES = frozenset({
     # the prompt-robustness report (evaluate report --variants)
     "VARIANTS.md", "variant-metrics.csv", "variant-spread.csv", "ranking-flips.csv", "variants.json",
     "variants.png", "variants.svg",
+    # the item audit (evaluate items)
+    "ITEMS.md", "item-stats.csv", "suspects.csv", "item-models.csv", "item-map.png", "item-map.svg",
 })
 
 

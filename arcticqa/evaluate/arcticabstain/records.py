@@ -42,6 +42,7 @@ __all__ = [
     "ROW_COLUMNS",
     "record_from_row",
     "record_from_external",
+    "iter_published_rows",
 ]
 
 _LETTERS = "ABCDE"
@@ -254,6 +255,12 @@ def _iter_published_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], list
     for line_no, row in iter_jsonl(path, skip_blank=True):
         _unknown_field(row, path=name, line=line_no)
         yield line_no, row, _jsonl_options(row, path=name, line=line_no)
+
+
+def iter_published_rows(path: Path) -> Iterator[tuple[int, dict[str, Any], list[ShownOption]]]:
+    """(line, row, options as shown) of a published ``responses.csv``/``.jsonl``, each row checked
+    as :func:`load_published_responses` checks it (the item audit reads the chosen option's text)."""
+    return _iter_published_rows(path)
 
 
 def load_published_responses(path: Path | str) -> tuple[list[ResponseRecord], list[int]]:
