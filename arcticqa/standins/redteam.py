@@ -916,7 +916,9 @@ _NON_ANSWERS_RU = ["Сложно сказать", "в тексте не указ
 
 def _wrong_answer(f: Facts, rng: random.Random) -> tuple[str | None, str]:
     """Another answer than the gold one, in digits, words or another unit."""
-    found = _answer_number(f.answer)
+    found = _answer_number(f.answer) if f.answer_type == "numeric" else None
+    if found is None and re.search(r"\d", f.answer):  # a code ("FS-4", "B7 and B8"): another code
+        return re.sub(r"\d", lambda d: str((int(d.group(0)) + 5) % 10), f.answer), "other_code"
     if found is None:
         flipped = antonyms(f.answer)
         if flipped:
