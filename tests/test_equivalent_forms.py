@@ -280,6 +280,10 @@ def test_an_unknown_unit_is_undecided_never_wrong(gold: str, reply: str) -> None
     ("0,6 °C", "ноль целых девять десятых градуса Цельсия", "mismatch"),
     # no answer at all: nothing for the verifier to judge equivalent
     ("B7 and B8", "—", "mismatch"), ("18%", "", "mismatch"), ("declined", " ? ", "mismatch"),
+    # codes have no synonyms: another set is a mismatch, the same set in any order a match
+    ("B7 and B8", "B2 and B3", "mismatch"), ("B7 and B8", "B7", "mismatch"), ("FS-4", "FS-9", "mismatch"),
+    ("B7 and B8", "B8 and B7", "match"), ("FS-4", "FS-4", "match"), ("PS-106", "PS106", "match"),
+    ("FS 4", "FS-4", "match"),
 ])
 def test_matcher_reads_words_and_non_answers(gold: str, reply: str, decision: str) -> None:
     assert match_answers(gold, reply) == decision

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from arcticqa.gates.abstain import abstention_rule
+from arcticqa.gates.contradiction import set_members
 from arcticqa.gates.direction import is_direction_reversal
 from arcticqa.gates.distractors import options_equivalent
 from arcticqa.gates.hedge import answer_hedged
@@ -65,6 +66,16 @@ DEFENSIBLE_ALTERNATIVE = rule("verify.defensible_alternative",
 MatchDecision = Literal["match", "mismatch", "undecided"]
 #: a text without a letter or a digit: no answer
 _NO_CONTENT = re.compile(r"[\W_]*")
+#: a station, site or sample code: "B7", "FS-4", "PS106", "ARK-XXV"
+_CODE = re.compile(r"[A-Z]{1,4}[-‐ ]?(?:\d{1,4}[a-z]?|[IVX]{1,5})")
+
+
+def _codes(text: str) -> frozenset[str] | None:
+    """The codes a text lists ("B7 and B8" → {B7, B8}), or None when any member is no code."""
+    members = set_members(text.strip())
+    if not members or not all(_CODE.fullmatch(m) for m in members):
+        return None
+    return frozenset(re.sub(r"[-‐\s]", "", m) for m in members)  # "PS-106" = "PS106"
 
 
 class Verdict(BaseModel):
@@ -100,13 +111,18 @@ def match_answers(gold: str, reconstructed: str) -> MatchDecision:
 
     A reconstruction that gives no answer ("not stated in the evidence", "cannot be determined":
     the abstention lexicon of :mod:`arcticqa.gates.abstain`; or no word or digit at all: "", "—",
-    "?") is a ``mismatch``; numbers written
+    "?") is a ``mismatch``, and so is another set of station or site codes ("B2 and B3" for "B7
+    and B8", "FS-9" for "FS-4": a code has no synonym); numbers written
     in words are read as digits ("forty percent" is 40 %, "twenty-seven percent" 27 %).
     """
     if _NO_CONTENT.fullmatch(reconstructed) and not _NO_CONTENT.fullmatch(gold):
         return "mismatch"  # "", "—", "?": no answer at all
     if abstention_rule(reconstructed) is not None and abstention_rule(gold) is None:
         return "mismatch"
+    gold_codes, rebuilt_codes = _codes(gold), _codes(reconstructed)
+    if gold_codes is not None and rebuilt_codes is not None:
+        # station or site codes have no synonyms: "B2 and B3" is not "B7 and B8"; "PS106" is "PS-106"
+        return "match" if gold_codes == rebuilt_codes else "mismatch"
     if options_equivalent(gold, reconstructed):
         return "match"
     gold, reconstructed = spelled_as_digits(gold), spelled_as_digits(reconstructed)
