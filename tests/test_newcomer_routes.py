@@ -401,3 +401,18 @@ def test_a_build_says_what_to_run_next(tmp_path: Path) -> None:
     after = done.stdout.split("next:", 1)[1].split()
     assert " ".join(after).startswith("arcticqa status -c mine.toml the newest attempt")
     assert "arcticqa export -c mine.toml --out release" in " ".join(after)
+
+
+@pytest.mark.slow
+def test_policies_on_the_demos_eval_set_give_the_demos_tables(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from arcticqa.demo.run import run_demo
+
+    demo = run_demo(tmp_path / "demo", orchestrator="local", trials=3, console=Console(quiet=True))
+    items = demo.artifacts["release"] / "items.jsonl"
+    same = runner.invoke(app, ["evaluate", "policies", "--items", str(items), "--out", str(tmp_path / "same"),
+                               "--eval-set", "arcticqa-demo"])
+    assert same.exit_code == 0, same.output
+    for name in ("outcome-counts.csv", "metrics.csv", "condition-shifts.csv"):
+        assert _rows(tmp_path / "same" / name) == _rows(demo.artifacts["evaluation"] / name), name
