@@ -284,6 +284,9 @@ def test_an_unknown_unit_is_undecided_never_wrong(gold: str, reply: str) -> None
     ("B7 and B8", "B2 and B3", "mismatch"), ("B7 and B8", "B7", "mismatch"), ("FS-4", "FS-9", "mismatch"),
     ("B7 and B8", "B8 and B7", "match"), ("FS-4", "FS-4", "match"), ("PS-106", "PS106", "match"),
     ("FS 4", "FS-4", "match"),
+    ("Salix arctica and Dryas octopetala", "Salix polaris", "mismatch"),
+    ("Salix arctica and Dryas octopetala", "D. octopetala and S. arctica", "match"),
+    ("Salix arctica and Dryas octopetala", "Arctic willow and mountain avens", "undecided"),
 ])
 def test_matcher_reads_words_and_non_answers(gold: str, reply: str, decision: str) -> None:
     assert match_answers(gold, reply) == decision

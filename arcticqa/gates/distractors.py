@@ -33,6 +33,7 @@ __all__ = [
     "COMPOUND",
     "FORMAT_MISMATCH",
     "options_equivalent",
+    "taxon_key",
     "format_signature",
     "balance_answer_rank",
     "check_distractor",
@@ -90,11 +91,17 @@ def options_equivalent(a: str, b: str) -> bool:
 _BINOMIAL = re.compile(r"([A-Z])(?:[a-z]+|\.)\s+([a-z]{3,})")
 
 
-def _member_key(member: str) -> str:
-    """A set member as compared: a binomial by genus initial and epithet ("Salix arctica" =
-    "S. arctica"), anything else by its loose normal form."""
+def taxon_key(member: str) -> str | None:
+    """A Latin binomial by genus initial and epithet ("Salix arctica" and "S. arctica" → "s.
+    arctica"); None for anything else."""
     m = _BINOMIAL.fullmatch(member.strip())
-    return f"{m.group(1).lower()}. {m.group(2)}" if m else normalize_loose(member)
+    return f"{m.group(1).lower()}. {m.group(2)}" if m else None
+
+
+def _member_key(member: str) -> str:
+    """A set member as compared: a binomial by :func:`taxon_key`, anything else by its loose
+    normal form."""
+    return taxon_key(member) or normalize_loose(member)
 
 
 def _same_members(a: str, b: str) -> bool:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from arcticqa.gates.abstain import abstention_rule
 from arcticqa.gates.contradiction import set_members
 from arcticqa.gates.direction import is_direction_reversal
-from arcticqa.gates.distractors import options_equivalent
+from arcticqa.gates.distractors import options_equivalent, taxon_key
 from arcticqa.gates.hedge import answer_hedged
 from arcticqa.gates.numbers import numeric_within_tolerance
 from arcticqa.gates.numwords import spelled_as_digits
@@ -70,6 +70,16 @@ _NO_CONTENT = re.compile(r"[\W_]*")
 _CODE = re.compile(r"[A-Z]{1,4}[-‐ ]?(?:\d{1,4}[a-z]?|[IVX]{1,5})")
 
 
+def _taxa(text: str) -> frozenset[str] | None:
+    """The Latin binomials a text lists by genus initial and epithet, or None when any member is
+    no binomial ("Arctic willow" is left to the verifier)."""
+    members = set_members(text.strip())
+    keys = [taxon_key(m) for m in members]
+    if not keys or any(k is None for k in keys):
+        return None
+    return frozenset(k for k in keys if k is not None)
+
+
 def _codes(text: str) -> frozenset[str] | None:
     """The codes a text lists ("B7 and B8" → {B7, B8}), or None when any member is no code."""
     members = set_members(text.strip())
@@ -112,17 +122,20 @@ def match_answers(gold: str, reconstructed: str) -> MatchDecision:
     A reconstruction that gives no answer ("not stated in the evidence", "cannot be determined":
     the abstention lexicon of :mod:`arcticqa.gates.abstain`; or no word or digit at all: "", "—",
     "?") is a ``mismatch``, and so is another set of station or site codes ("B2 and B3" for "B7
-    and B8", "FS-9" for "FS-4": a code has no synonym); numbers written
+    and B8", "FS-9" for "FS-4": a code has no synonym) or of Latin binomials ("Salix polaris" for
+    "Salix arctica and Dryas octopetala"; "S. arctica" is "Salix arctica"); numbers written
     in words are read as digits ("forty percent" is 40 %, "twenty-seven percent" 27 %).
     """
     if _NO_CONTENT.fullmatch(reconstructed) and not _NO_CONTENT.fullmatch(gold):
         return "mismatch"  # "", "—", "?": no answer at all
     if abstention_rule(reconstructed) is not None and abstention_rule(gold) is None:
         return "mismatch"
-    gold_codes, rebuilt_codes = _codes(gold), _codes(reconstructed)
-    if gold_codes is not None and rebuilt_codes is not None:
-        # station or site codes have no synonyms: "B2 and B3" is not "B7 and B8"; "PS106" is "PS-106"
-        return "match" if gold_codes == rebuilt_codes else "mismatch"
+    for keys in (_codes, _taxa):
+        gold_keys, rebuilt_keys = keys(gold), keys(reconstructed)
+        if gold_keys is not None and rebuilt_keys is not None:
+            # codes and Latin binomials name one thing each: "B2 and B3" is not "B7 and B8",
+            # "Salix polaris" not "Salix arctica and Dryas octopetala"; "PS106" is "PS-106"
+            return "match" if gold_keys == rebuilt_keys else "mismatch"
     if options_equivalent(gold, reconstructed):
         return "match"
     gold, reconstructed = spelled_as_digits(gold), spelled_as_digits(reconstructed)
