@@ -3,7 +3,7 @@
 Without ``PREFECT_API_URL``, Prefect starts a temporary server subprocess in every build process
 and stops it at exit: 8–10 s (most of it importing Prefect's server: FastAPI, SQLAlchemy, the
 ORM models, docket) before the flow's first task, on a 2-core machine, whatever the size of the
-build (docs/performance.md, "Issue 23, section 2"). With ``[prefect] server = "shared"`` (the
+build (docs/performance.md, "What is in the way"). With ``[prefect] server = "shared"`` (the
 default) a build instead looks for the server an earlier build left running for the same
 ``PREFECT_HOME`` (so the same database), health-checks it and uses it; if there is none, it
 starts one in the background that outlives the build: :func:`ensure_server` starts it and waits
