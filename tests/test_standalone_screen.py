@@ -173,6 +173,14 @@ def test_a_cause_the_finding_does_not_state_is_rejected(question: str) -> None:
     assert rejection is not None and rejection.rule_id == "question.unsupported_cause"
 
 
+def test_the_causes_words_in_the_evidence_without_causal_phrasing_are_no_cause() -> None:
+    """Found by the red team (seed 40): the span mentions warmer summers, but not as a cause."""
+    question = "Because of warmer summers, by what percentage did active-layer thickness increase?"
+    rejection = unsupported_cause(question, EVIDENCE + " Summers were warmer in 2021 than in 2012.")
+    assert rejection is not None and rejection.rule_id == "question.unsupported_cause"
+    assert unsupported_cause(question, EVIDENCE + " The thickening was driven by warmer summers.") is None
+
+
 @pytest.mark.parametrize(("question", "evidence", "claim_type"), [
     # the evidence states a cause: the question may restate it (the v1 questions with causal words)
     ("What share of subsamples were rejected as a result of the initial data screening?",
@@ -180,9 +188,9 @@ def test_a_cause_the_finding_does_not_state_is_rejected(question: str) -> None:
     ("How many OTUs changed in response to the tDOM addition?",
      "In total, 38 OTUs responded significantly to tDOM addition.", "observation"),
     ("By what percentage did thaw depth increase due to warmer summers?", EVIDENCE, "causal"),
-    # the evidence names this cause, in other words
+    # the evidence names this cause as a cause, in other words
     ("By what percentage did thaw depth increase because of warmer summers?",
-     EVIDENCE + " The increase followed warmer summers.", "observation"),
+     EVIDENCE + " The increase was driven by the warmer summers.", "observation"),
     # no cause in the question; a cause-like word that is no cause
     ("By what percentage did active-layer thickness increase in the Bayelva catchment?", EVIDENCE, "observation"),
     ("What was the mean thaw depth in the Bayelva catchment in 2021?", EVIDENCE, "observation"),

@@ -200,7 +200,7 @@ _ASKS_CAUSE = re.compile(r"\b(?:why|what (?:caused|drove|drives|causes|explains)
 _EVIDENCE_CAUSE = re.compile(
     r"\b(?:because|due to|owing to|driven by|drive[sn]?|drove|drivers? of|caused|causes?|causing"
     r"|result(?:ed|s|ing)? (?:in|from)|as a result|led to|leads? to|leading to|attribut\w+ to|in response to"
-    r"|respond(?:s|ed)? to|explained by|effects? of|influenced by|forced by|triggered by|contribut\w+ to"
+    r"|respon\w*(?: \w+)? to|explained by|effects? of|influenced by|forced by|triggered by|contribut\w+ to"
     r"|consequences? of|thanks to)\b"
     r"|(?<!\w)(?:из-за|вследстви\w*|благодаря|в результате|обусловл\w*|вызва\w*|под влиянием|причин\w*)(?!\w)")
 _CAUSE_END = re.compile(r"[,;:?]|\s(?:by|how|what|which|when|where|did|does|was|were|на|как|сколько)\s")
@@ -209,7 +209,9 @@ _CAUSE_END = re.compile(r"[,;:?]|\s(?:by|how|what|which|when|where|did|does|was|
 def unsupported_cause(question: str, evidence: str, claim_type: str = "observation") -> Rejection | None:
     """``question.unsupported_cause`` when the question names a cause ("Because of warmer summers,
     by what percentage …", "… due to grazing", "Из-за …") that the finding's claim and cited
-    evidence do not name (its words, as :func:`phrase_covered` reads a scope value), or asks for
+    evidence do not name as a cause (its words, as :func:`phrase_covered` reads a scope value,
+    beside causal phrasing: "warmer summers" in the evidence with no "driven by" / "due to" /
+    "caused" is a coincidence, not a cause the paper states), or asks for
     one ("Why did …") of a finding that is not causal and whose evidence has no causal wording.
     The context is not read: a setting remark there ("sampling was delayed due to ice") claims
     nothing about the answer."""
@@ -221,8 +223,8 @@ def unsupported_cause(question: str, evidence: str, claim_type: str = "observati
         rest = qnorm[m.end():]
         end = _CAUSE_END.search(rest)
         cause = " ".join(rest[:end.start() if end else len(rest)].split()[:6])
-        if not cause or phrase_covered(evidence, cause):
-            return None
+        if not cause or (phrase_covered(evidence, cause) and _EVIDENCE_CAUSE.search(normalize(evidence))):
+            return None  # the evidence names this cause, and says something causes something
         return UNSUPPORTED_CAUSE.reject(f"the question says {m.group(0)} {cause!r}, a cause the finding and its "
                                         "evidence do not state", field="question", phrase=f"{m.group(0)} {cause}")
     m = _ASKS_CAUSE.search(qnorm)
