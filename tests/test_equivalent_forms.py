@@ -247,7 +247,8 @@ def test_a_value_in_another_unit_rounded_no_coarser_than_the_answer_leaks_and_an
     for answer, coarse in [("9 days", "1 week"), ("0.8 °C", "2 °F"), ("60 km", "40 miles"), ("18%", "4 °C")]:
         assert answer_leak("How much?", f"Over {coarse}.", answer) is None
     for answer, leak in [("11 days", "1.6 weeks"), ("1,1 °C", "1,98 °F"), ("about 60 km", "37.3 miles"),
-                         ("0.9 °C", "33.6 °F"), ("9 cm", "3.5 inches")]:
+                         ("0.9 °C", "33.6 °F"), ("9 cm", "3.5 inches"), ("12 см", "4,7 дюйма"),
+                         ("60 км", "37,3 мили")]:
         assert answer_leak("How much?", f"It changed by {leak}.", answer) is not None
 
 

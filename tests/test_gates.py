@@ -9,6 +9,7 @@ import pytest
 
 from arcticqa.gates import (
     answer_leak,
+    check_distractor,
     contradiction,
     evidence_supports_value,
     is_direction_reversal,
@@ -285,3 +286,13 @@ def test_sign_flips_are_not_equivalent(answer: str, option: str) -> None:
     assert not options_equivalent(answer, option)
     kept, _ = prefilter_distractors(answer, [option])
     assert kept == [option]
+
+
+@pytest.mark.parametrize("option", ["", " ", "—", "?", "–", "...", "N/A", "None of the above"])
+def test_an_option_without_a_word_or_number_or_saying_none_is_rejected(option: str) -> None:
+    """Found by the red team: '—' as a distractor of a set answer passed every free gate (only
+    the empty string and numeric answers' format were checked), and a sycophantic option verifier
+    admitted it."""
+    for answer in ("B7 and B8", "declined", "Salix arctica and Dryas octopetala", "18%"):
+        rejection = check_distractor(answer, option)
+        assert rejection is not None, (answer, option)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from arcticqa.gates.abstain import abstention_rule
 from arcticqa.gates.bounds import bound_verdict
 from arcticqa.gates.contradiction import set_counts, set_members
 from arcticqa.gates.direction import direction_terms, is_direction_reversal
@@ -29,6 +30,7 @@ __all__ = [
     "WITHIN_TOLERANCE",
     "TRUE_FOR_ANSWER",
     "ALL_NONE_OF_ABOVE",
+    "NON_ANSWER",
     "NEGATION_ONLY",
     "COMPOUND",
     "FORMAT_MISMATCH",
@@ -47,6 +49,8 @@ WITHIN_TOLERANCE = rule("distractor.within_tolerance",
 TRUE_FOR_ANSWER = rule("distractor.true_for_answer",
                        "the option is a bound or range the answer satisfies: a second correct option")
 ALL_NONE_OF_ABOVE = rule("distractor.all_none_of_above", "the option is 'all/none of the above'")
+NON_ANSWER = rule("distractor.non_answer",
+                  "the option gives no answer: no word or number ('—', '?'), or an abstention ('N/A', 'unknown')")
 NEGATION_ONLY = rule("distractor.negation_only", "the option only negates the answer")
 COMPOUND = rule("distractor.compound", "the option joins several claims (and/or/but/;)")
 FORMAT_MISMATCH = rule("distractor.format_mismatch",
@@ -184,10 +188,13 @@ def check_distractor(answer: str, option: str, earlier: Sequence[str] = (), *,
     ``question`` lends its direction word to an answer that has none ("what percentage
     increase …" / "60%"), so "a decrease of 60%" is judged as a direction distractor.
     """
-    if not option.strip():
-        return FORMAT_MISMATCH.reject("the option is empty", option=option)
+    if not re.search(r"[^\W_]", option):
+        return NON_ANSWER.reject("the option has no word or number", option=option)
     if _ALL_NONE.search(option.casefold()):
         return ALL_NONE_OF_ABOVE.reject(option=option)
+    if abstention_rule(option) is not None and abstention_rule(answer) is None:
+        return NON_ANSWER.reject(f"the option {option!r} gives no answer", option=option,
+                                 abstention=abstention_rule(option))
     if options_equivalent(answer, option):
         return EQUALS_ANSWER.reject(option=option, answer=answer)
     if bound_verdict(answer, option) is True:

@@ -133,6 +133,9 @@ _CYRILLIC_UNITS = {"мкм": "µm", "км": "km", "см": "cm", "мм": "mm", "�
                    **dict.fromkeys(("сантиметр", "сантиметра", "сантиметров"), "cm"),
                    **dict.fromkeys(("миллиметр", "миллиметра", "миллиметров"), "mm"),
                    **dict.fromkeys(("градус Цельсия", "градуса Цельсия", "градусов Цельсия"), "°C"),
+                   **dict.fromkeys(("дюйм", "дюйма", "дюймов"), "inch"),
+                   **dict.fromkeys(("миля", "мили", "миль"), "mi"),
+                   **dict.fromkeys(("фут", "фута", "футов"), "ft"),
                    **dict.fromkeys(("тонна", "тонны", "тонн"), "t"),
                    **dict.fromkeys(("день", "дня", "дней", "суток"), "d")}
 _CYR = "|".join(sorted((re.escape(k) for k in _CYRILLIC_UNITS), key=len, reverse=True))
