@@ -45,6 +45,10 @@ def sample_cmd(
                                "proportional share (default 3; 1 samples in proportion).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed of a new plan (default 20; a plan keeps its seed).")
                     ] = None,
+    from_suspects: Annotated[Path | None, typer.Option(
+        "--from-suspects", help="suspects.csv of `arcticqa evaluate items`: add the flagged items to the plan as "
+                                "their own population (reasons shown after the verdict; the random sample's "
+                                "estimate never includes them).")] = None,
     config: ConfigOption = None,
 ) -> None:
     """Draw a review plan from the store, or extend it (never reshuffling earlier assignments)."""
@@ -54,16 +58,18 @@ def sample_cmd(
     from arcticqa.config import load_settings
     from arcticqa.review.items import load_review_items
     from arcticqa.review.plan import SamplingRequest, extend_plan, plan_dimensions
+    from arcticqa.review.suspects import SUSPECT_POPULATION, read_suspects
     from arcticqa.store import open_existing_store
     from arcticqa.store.reviews import get_plan, plan_assignments, save_plan
 
+    suspects = read_suspects(from_suspects) if from_suspects is not None else {}
     store = open_existing_store(load_settings(config))
     try:
         old = get_plan(store.engine, plan)
         existing = plan_assignments(store.engine, plan)
         req = SamplingRequest(plan_id=plan, seed=seed, half_width=half_width, n=n, rejected_n=rejected_n,
                               expected_rate=expected_rate, double_share=double_share, model_weight=model_weight,
-                              reviewers=reviewer or [], credited=credit or [])
+                              reviewers=reviewer or [], credited=credit or [], suspects=suspects)
         items = load_review_items(store.engine)
         new_plan, added = extend_plan(old, existing, items, req)
         save_plan(store.engine, new_plan, added)
@@ -84,6 +90,14 @@ def sample_cmd(
         weight = (new_plan.params or {}).get("model_weight", 1)
         console.print(f"  model-decided: {taken} of {len(model)} sampled ({len(model)} of {accepted} accepted item(s); "
                       f"weight {weight})", highlight=False, soft_wrap=True)
+    flagged = (new_plan.params or {}).get("suspects") or {}
+    if flagged:
+        added_suspects = sum(1 for a in rows if a.population == SUSPECT_POPULATION and a.slot == 1)
+        unmatched = (new_plan.params or {}).get("suspects_unmatched") or []
+        console.print(f"  suspects: {len(flagged)} flagged item(s), {added_suspects} added for review, "
+                      f"{len(flagged) - added_suspects} already in the random sample"
+                      + (f"; {len(unmatched)} flagged id(s) not accepted items of this store" if unmatched else ""),
+                      highlight=False, soft_wrap=True)
     for name in new_plan.reviewers or []:
         console.print(f"  {name}: {per[(name, 1)]} primary, {per[(name, 2)]} second review(s)", highlight=False)
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from arcticqa.errors import InputError
 from arcticqa.review.items import FIRST_DIMENSIONS, REJECTED_DIMENSIONS, STRATUM_DIMENSIONS, ReviewItem
 from arcticqa.review.stats import allocate, effective_size, sample_size
+from arcticqa.review.suspects import SUSPECT_POPULATION
 from arcticqa.rules import Rule, rule
 from arcticqa.store.tables import ReviewAssignment, ReviewPlan
 
@@ -72,6 +73,9 @@ class SamplingRequest(BaseModel):
     reviewers: list[str] = Field(default_factory=list)
     #: reviewers who agree to be named in release cards (each is also added as a reviewer)
     credited: list[str] = Field(default_factory=list)
+    #: items the item audit flagged (item id -> its flags ``{"rule", "reason"}``): added to the plan
+    #: as the ``suspect`` population, outside the random sample
+    suspects: dict[str, list[dict[str, str]]] = Field(default_factory=dict)
 
 
 _DEFAULTS = {"seed": 20, "half_width": 0.05, "expected_rate": 0.5, "double_share": 0.2}
@@ -149,7 +153,7 @@ def extend_plan(plan: ReviewPlan | None, existing: Sequence[ReviewAssignment], i
                                                     "model_weight": MODEL_WEIGHT}
     else:
         params = dict(_DEFAULTS) | dict(plan.params or {})
-    params |= {k: v for k, v in req.model_dump(exclude={"plan_id", "reviewers", "credited"}).items()
+    params |= {k: v for k, v in req.model_dump(exclude={"plan_id", "reviewers", "credited", "suspects"}).items()
                if v is not None}
     dims = plan_dimensions(params)
     params["credited"] = sorted({*params.get("credited", []), *req.credited})
@@ -160,6 +164,10 @@ def extend_plan(plan: ReviewPlan | None, existing: Sequence[ReviewAssignment], i
         raise InputError("a review plan needs at least one reviewer (--reviewer NAME)")
     by_key = {a.item_key: a for a in existing if a.slot == 1}
     seconds = {a.item_key for a in existing if a.slot == 2}
+    # the random sample: primary assignments of the draw, and suspects the draw reached later (an
+    # item has one primary row; the draw is the same whether or not it was flagged first)
+    random_also = set(params.get("random_also", []))
+    in_random = {k for k, a in by_key.items() if a.population != SUSPECT_POPULATION} | random_also
     load = Counter(a.reviewer for a in existing)
     position = max((a.position for a in existing), default=-1) + 1
     strata: dict[str, dict[str, int]] = {}
@@ -175,12 +183,17 @@ def extend_plan(plan: ReviewPlan | None, existing: Sequence[ReviewAssignment], i
         weights = {h: w for h, w in weights.items() if w != 1.0}
         size = _target(sizes, weights, wanted[population], params["half_width"], params["expected_rate"])
         quota = allocate(size, sizes, weights)
-        taken = Counter(by_key[i.key].stratum for i in pop if i.key in by_key)
+        taken = Counter(by_key[i.key].stratum if by_key[i.key].population != SUSPECT_POPULATION else stratum[i.key]
+                        for i in pop if i.key in in_random)
         for item in sorted(pop, key=lambda i: draw_order(seed, i.key)):
             h = stratum[item.key]
-            if item.key in by_key or taken[h] >= quota.get(h, 0):
+            if item.key in in_random or taken[h] >= quota.get(h, 0):
                 continue
             taken[h] += 1
+            in_random.add(item.key)
+            if item.key in by_key:  # flagged and assigned as a suspect before the draw reached it
+                random_also.add(item.key)
+                continue
             reviewer = min(reviewers, key=lambda r: (load[r], reviewers.index(r)))
             load[reviewer] += 1
             row = ReviewAssignment(plan_id=req.plan_id, item_key=item.key, population=population,
@@ -189,6 +202,8 @@ def extend_plan(plan: ReviewPlan | None, existing: Sequence[ReviewAssignment], i
             position += 1
             by_key[item.key] = row
             new.append(row)
+    new += _add_suspects(req, params, items, by_key, load, reviewers, position, seed)
+    params["random_also"] = sorted(random_also)
     new += _second_reviews(by_key, seconds, load, reviewers, seed, float(params["double_share"]),
                            {i.key: i.content_hash for i in items})
     params["seed"] = seed
@@ -197,6 +212,42 @@ def extend_plan(plan: ReviewPlan | None, existing: Sequence[ReviewAssignment], i
     if plan is not None:
         out.created_at = plan.created_at
     return out, new
+
+
+def _add_suspects(req: SamplingRequest, params: dict[str, Any], items: Sequence[ReviewItem],
+                  by_key: dict[str, ReviewAssignment], load: Counter[str], reviewers: list[str], position: int,
+                  seed: int) -> list[ReviewAssignment]:
+    """Primary assignments (population ``suspect``) for the flagged accepted items not yet in the
+    plan; every flag is kept in ``params["suspects"]`` (key -> flags), whether or not the item was
+    already sampled. Flags of items the store does not hold as accepted items are refused."""
+    if not req.suspects:
+        return []
+    accepted = {i.key: i for i in items if i.population == "accepted"}
+    unknown = sorted(k for k in req.suspects if k not in accepted)
+    if len(unknown) == len(req.suspects):
+        raise InputError(f"none of the {len(req.suspects)} suspect item(s) is an accepted item of this store "
+                         f"(first: {unknown[0]!r}); was the item audit run on another release?")
+    stored: dict[str, list[dict[str, str]]] = {k: list(v) for k, v in (params.get("suspects") or {}).items()}
+    for key, flags in req.suspects.items():
+        if key in accepted:
+            stored.setdefault(key, [])
+            stored[key] += [f for f in flags if f not in stored[key]]
+    params["suspects"] = dict(sorted(stored.items()))
+    params["suspects_unmatched"] = sorted(set(params.get("suspects_unmatched", [])) | set(unknown))
+    new = []
+    position = max([position, *(a.position + 1 for a in by_key.values())])
+    for key in sorted(stored, key=lambda k: draw_order(seed, k, "suspect")):
+        if key in by_key:
+            continue
+        reviewer = min(reviewers, key=lambda r: (load[r], reviewers.index(r)))
+        load[reviewer] += 1
+        row = ReviewAssignment(plan_id=req.plan_id, item_key=key, population=SUSPECT_POPULATION,
+                               stratum=stored[key][0]["rule"], reviewer=reviewer, slot=1, position=position,
+                               content_hash=accepted[key].content_hash)
+        position += 1
+        by_key[key] = row
+        new.append(row)
+    return new
 
 
 def _second_reviews(primary: dict[str, ReviewAssignment], seconds: set[str], load: Counter[str],

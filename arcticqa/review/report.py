@@ -37,6 +37,7 @@ from arcticqa.review.stats import (
     proportion,
     stratified_proportion,
 )
+from arcticqa.review.suspects import SUSPECT_POPULATION
 from arcticqa.store.reviews import get_plan, list_plans, plan_assignments, plan_verdicts
 from arcticqa.store.tables import ReviewAssignment, ReviewPlan, ReviewVerdict
 
@@ -96,6 +97,24 @@ class GateMiss(BaseModel):
     items: int
 
 
+class SuspectReview(BaseModel):
+    """The items the item audit flagged (``review sample --from-suspects``), reviewed as their own
+    population: the share of them the reviewers rejected is the flags' precision, shown beside the
+    random sample's residual error rate (which no suspect added on purpose enters)."""
+
+    #: flagged accepted items in the plan
+    items: int
+    #: of them, also drawn into the random sample
+    in_random_sample: int
+    #: every flagged item with a usable verdict: rejected / reviewed (plain Wilson interval: the
+    #: suspects are a census of the flagged items, not a sample)
+    error: Estimate
+    #: per flag rule (an item with two flags counts under both)
+    by_rule: dict[str, Estimate] = Field(default_factory=dict)
+    #: the random sample's stratum-weighted residual error rate, for comparison
+    random_sample: Estimate
+
+
 class ReviewReport(BaseModel):
     plan_id: str
     seed: int
@@ -124,6 +143,8 @@ class ReviewReport(BaseModel):
     item_status: dict[str, str] = Field(default_factory=dict)
     #: item id -> the failure types reviewers gave it (expert_rejected items)
     rejected_items: dict[str, list[str]] = Field(default_factory=dict)
+    #: the flagged items' review, when the plan has suspects
+    suspects: SuspectReview | None = None
 
 
 def current_verdicts(verdicts: list[ReviewVerdict], items: dict[str, ReviewItem]
@@ -203,12 +224,16 @@ def build_report(plan: ReviewPlan, assigned: list[ReviewAssignment], verdicts: l
     primary = _primary(assigned, live)
     strata = plan.strata or {}
     usable = {k: v for k, v in primary.items() if v.verdict != "unsure"}
+    params = plan.params or {}
+    # the random sample: suspects added on purpose never enter its estimates
+    in_random = ({a.item_key for a in assigned if a.slot == 1 and a.population != SUSPECT_POPULATION}
+                 | set(params.get("random_also", [])))
 
     def observed(population: str, hit: str | None = None, failure: str | None = None) -> dict[str, list[bool]]:
         out: dict[str, list[bool]] = defaultdict(list)
         for key, v in usable.items():
             item = by_key[key]
-            if item.population != population:
+            if item.population != population or key not in in_random:
                 continue
             if failure is not None:
                 out[key_stratum[key]].append(v.verdict == "reject"
@@ -253,18 +278,32 @@ def build_report(plan: ReviewPlan, assigned: list[ReviewAssignment], verdicts: l
         if item.population == "accepted" and v.verdict == "reject":
             for f in v.failure_types or ["review.other"]:
                 misses[(failure_rule(f), _gate(f, item))] += 1
+    suspects = None
+    flagged: dict[str, list[dict[str, str]]] = {k: v for k, v in (params.get("suspects") or {}).items()
+                                                if k in by_key}
+    residual = stratified_proportion(errors, acc_sizes)
+    if flagged:
+        judged = {k: usable[k].verdict == "reject" for k in flagged if k in usable}
+        rules = sorted({f["rule"] for flags in flagged.values() for f in flags})
+        suspects = SuspectReview(
+            items=len(flagged), in_random_sample=sum(k in in_random for k in flagged),
+            error=proportion(sum(judged.values()), len(judged)),
+            by_rule={r: proportion(sum(v for k, v in judged.items() if any(f["rule"] == r for f in flagged[k])),
+                                   sum(1 for k in judged if any(f["rule"] == r for f in flagged[k])))
+                     for r in rules},
+            random_sample=residual)
     return ReviewReport(
         plan_id=plan.id, seed=plan.seed, double_share=plan.double_share, reviewers=list(plan.reviewers or []),
         assigned=len(assigned), sampled_accepted=sum(1 for a in assigned if a.population == "accepted" and a.slot == 1),
         answered=len(live), unsure=sum(v.verdict == "unsure" for v in live.values()),
         stale=stale, coverage=covered / sum(acc_sizes.values()) if acc_sizes else 0.0,
-        residual_error=stratified_proportion(errors, acc_sizes), by_decision=by_decision,
+        residual_error=residual, by_decision=by_decision,
         by_failure={f: stratified_proportion(observed("accepted", failure=f), acc_sizes) for f in FAILURE_TYPES},
         by_stratum=rows, false_rejection=stratified_proportion(rej_obs, strata.get("rejected", {})),
         false_rejection_by_rule={h: proportion(sum(v), len(v)) for h, v in sorted(rej_obs.items())},
         agreement=_agreement(assigned, live),
         gate_misses=[GateMiss(failure=f, gate=g, items=n) for (f, g), n in sorted(misses.items())],
-        item_status=status, rejected_items=rejected_items)
+        item_status=status, rejected_items=rejected_items, suspects=suspects)
 
 
 def report_for_store(engine: Engine, plan_id: str | None = None) -> ReviewReport | None:
@@ -291,6 +330,15 @@ def _fmt(value: float | None) -> str:
     return "undefined" if value is None else f"{value:.3f}"
 
 
+def _suspect_lines(report: ReviewReport) -> list[str]:
+    s = report.suspects
+    if s is None:
+        return []
+    return [f"suspects flagged by the item audit ({s.items} item(s), {s.in_random_sample} also in the random sample): "
+            f"error rate {s.error.text} among those reviewed, beside {s.random_sample.text} in the random sample",
+            *(f"  flagged by {rule}: {e.text}" for rule, e in s.by_rule.items())]
+
+
 def render_text(report: ReviewReport) -> str:
     """The report as plain lines for the terminal."""
     a = report.agreement
@@ -299,6 +347,7 @@ def render_text(report: ReviewReport) -> str:
              f"residual error rate (accepted items, stratum-weighted): {report.residual_error.text}; "
              f"strata reviewed cover {report.coverage:.0%} of accepted items",
              *[f"  among {_DECIDED[d]} items: {e.text}" for d, e in report.by_decision.items()],
+             *_suspect_lines(report),
              f"false-rejection rate (sampled rejected candidates): {report.false_rejection.text}",
              f"agreement on {a.items} doubly reviewed item(s): Cohen's kappa {_fmt(a.cohen_kappa)}, "
              f"Fleiss' kappa {_fmt(a.fleiss_kappa)}, Krippendorff's alpha {_fmt(a.krippendorff_alpha)} "

@@ -321,11 +321,15 @@ def create_app(engine: Engine, *, plan_id: str = "main", reviewer: str | None = 
             return wb.error(request, 410, f"item {a.item_key} is no longer in the store")
         verdict = live.get((a.item_key, name))
         done = sum(1 for q in queue if (q.item_key, name) in live)
+        plan = get_plan(wb.engine, wb.plan_id)
+        # the item audit's flags: machine labels like answer_match, shown only after the verdict
+        flags = list(((plan.params or {}).get("suspects") or {}).get(a.item_key, [])) if plan is not None else []
         shown = shown_options(item, wb.seed)
         letters = {s.option.rank: s.letter for s in shown if s.option.rank is not None}
         saved = saved_of(request)
         return wb.render(request, "item.html.j2", reviewer=name, item=item, index=index, total=len(queue),
                          done=done, verdict=verdict, reveal=(not wb.blind) or verdict is not None, shown=shown,
+                         suspect_flags=flags,
                          groups=contradiction_groups(item, letters), failures=_failure_choices(item, letters),
                          summaries={k: r.summary for k, r in FAILURE_TYPES.items()},
                          prev_index=index - 1 if index > 1 else None,
