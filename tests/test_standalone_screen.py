@@ -179,6 +179,13 @@ def test_the_causes_words_in_the_evidence_without_causal_phrasing_are_no_cause()
     rejection = unsupported_cause(question, EVIDENCE + " Summers were warmer in 2021 than in 2012.")
     assert rejection is not None and rejection.rule_id == "question.unsupported_cause"
     assert unsupported_cause(question, EVIDENCE + " The thickening was driven by warmer summers.") is None
+    # seed 46: the cause's words beside a causal phrase, but as its effect
+    shrub = ("Mean cover of Betula nana increased by 8 percentage points across the plots, and it was the largest "
+             "contributor to the expansion. Deciduous shrub cover expanded at all 14 plots between 2008 and 2020.")
+    assert unsupported_cause("Due to increased shrub cover, by how many percentage points did Betula nana cover "
+                             "increase?", shrub) is not None
+    assert unsupported_cause("Because of warmer summers, by how much did it thicken?",
+                             "Warmer summers led to a thicker active layer.") is None
 
 
 @pytest.mark.parametrize(("question", "evidence", "claim_type"), [

@@ -203,6 +203,28 @@ _EVIDENCE_CAUSE = re.compile(
     r"|respon\w*(?: \w+)? to|explained by|effects? of|influenced by|forced by|triggered by|contribut\w+ to"
     r"|consequences? of|thanks to)\b"
     r"|(?<!\w)(?:из-за|вследстви\w*|благодаря|в результате|обусловл\w*|вызва\w*|под влиянием|причин\w*)(?!\w)")
+# where a cause stands beside the phrase that names it as one: after "driven by", "due to", …
+_CAUSE_FOLLOWS = re.compile(
+    r"\b(?:because of|due to|owing to|driven by|caused by|result(?:ed|s|ing)? from|as a result of|in response to"
+    r"|respon\w*(?: \w+)? to|attribut\w+ to|explained by|effects? of|influenced by|forced by|triggered by"
+    r"|consequences? of|thanks to)\b"
+    r"|(?<!\w)(?:из-за|вследствие|благодаря|в результате|обусловлен\w*|вызван\w*|под влиянием)(?!\w)")
+# … and before "caused", "led to", "drove", "resulted in", "contributed to"
+_CAUSE_PRECEDES = re.compile(r"\b(?:caused|causes|causing|led to|leads? to|leading to|drove|drives|result(?:ed|s)? in"
+                             r"|contribut\w+ to)\b")
+
+
+def _names_cause(evidence: str, cause: str) -> bool:
+    """Whether ``evidence`` names ``cause`` as a cause: its words (as :func:`phrase_covered` reads
+    them) within ten words after "driven by" / "due to" / … or before "caused" / "led to" / …"""
+    text = normalize(evidence)
+    for m in _CAUSE_FOLLOWS.finditer(text):
+        if phrase_covered(" ".join(text[m.end():].split()[:10]), cause):
+            return True
+    return any(phrase_covered(" ".join(text[:m.start()].split()[-10:]), cause)
+               for m in _CAUSE_PRECEDES.finditer(text))
+
+
 _CAUSE_END = re.compile(r"[,;:?]|\s(?:by|how|what|which|when|where|did|does|was|were|на|как|сколько)\s")
 
 
@@ -210,8 +232,9 @@ def unsupported_cause(question: str, evidence: str, claim_type: str = "observati
     """``question.unsupported_cause`` when the question names a cause ("Because of warmer summers,
     by what percentage …", "… due to grazing", "Из-за …") that the finding's claim and cited
     evidence do not name as a cause (its words, as :func:`phrase_covered` reads a scope value,
-    beside causal phrasing: "warmer summers" in the evidence with no "driven by" / "due to" /
-    "caused" is a coincidence, not a cause the paper states), or asks for
+    within ten words after "driven by" / "due to" / … or before "caused" / "led to" / …: "warmer
+    summers" elsewhere in the evidence, or "Betula nana was the largest contributor to the shrub
+    expansion" for "Due to increased shrub cover, …", is no such statement), or asks for
     one ("Why did …") of a finding that is not causal and whose evidence has no causal wording.
     The context is not read: a setting remark there ("sampling was delayed due to ice") claims
     nothing about the answer."""
@@ -223,8 +246,8 @@ def unsupported_cause(question: str, evidence: str, claim_type: str = "observati
         rest = qnorm[m.end():]
         end = _CAUSE_END.search(rest)
         cause = " ".join(rest[:end.start() if end else len(rest)].split()[:6])
-        if not cause or (phrase_covered(evidence, cause) and _EVIDENCE_CAUSE.search(normalize(evidence))):
-            return None  # the evidence names this cause, and says something causes something
+        if not cause or _names_cause(evidence, cause):
+            return None  # the evidence names this cause as a cause
         return UNSUPPORTED_CAUSE.reject(f"the question says {m.group(0)} {cause!r}, a cause the finding and its "
                                         "evidence do not state", field="question", phrase=f"{m.group(0)} {cause}")
     m = _ASKS_CAUSE.search(qnorm)
