@@ -58,6 +58,7 @@ def items_command(
     else:
         assert db is not None
         url = _existing_db(db)
+        # imported in the command, not at the top: `arcticqa --help` stays fast
         from arcticqa.evaluate.recorded import load_protocol_rows
         from arcticqa.store.db import make_engine
 

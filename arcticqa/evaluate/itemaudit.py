@@ -258,7 +258,8 @@ class ItemAudit:
     model_scores: dict[str, list[float | None]]
     stats: list[ItemStats]
     suspects: list[Suspect]
-    #: item id -> the ranking score (flags + the top non-key share of answered present responses)
+    #: item id -> the ranking score (answer-present flags + the share of answered present responses
+    #: not choosing the key)
     scores: dict[str, float]
     items: dict[str, EvalItem]
     warnings: list[str] = field(default_factory=list)
@@ -387,12 +388,12 @@ def audit_items(data: ChoiceData, *, resamples: int = 200, seed: int = 7) -> Ite
                 key_shown_absent=int(data.key_shown_absent[i]) if condition == "answer_absent" else 0))
     suspects = _flags(data, fits, stats)
     by_item = {(s.item_id, s.condition): s for s in stats}
-    flagged = Counter(s.item_id for s in suspects)
+    # the ranking: flags of the answer-present condition, then the share of answered responses not on the key
+    flagged = Counter(s.item_id for s in suspects if s.rule_id in (R_LOW_DISCRIMINATION.id, R_STRONG_CONVERGE.id))
     scores = {}
     for item in data.items:
         st = by_item[(item.item_id, "answer_present")]
-        top = max((v for r, v in st.chosen.items() if r not in ("key", "abstain")), default=0)
-        scores[item.item_id] = flagged[item.item_id] + (top / st.answered if st.answered else 0.0)
+        scores[item.item_id] = flagged[item.item_id] + (1 - st.key_chosen / st.answered if st.answered else 0.0)
     warnings = []
     shown_key = int(data.key_shown_absent.sum())
     if shown_key:
