@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -46,17 +47,19 @@ MODEL = "max_retries = 2\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\ntimeou
 
 
 def corpus_subset(folder: Path, papers: int | None) -> Path:
-    """The sample corpus, or its first ``papers`` records (local PDF paths made absolute)."""
+    """The sample corpus, or its first ``papers`` records with their PDFs copied beside them (a
+    snapshot's ``localPdf`` must stay inside its own folder)."""
     if papers is None:
         return SAMPLE_CORPUS
-    lines = [json.loads(line) for line in SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()][:papers]
     folder.mkdir(parents=True, exist_ok=True)
+    for line in lines:
+        local = json.loads(line).get("localPdf")
+        if local:
+            (folder / local).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(SAMPLE_CORPUS.parent / local, folder / local)
     out = folder / "papers.jsonl"
-    with out.open("w", encoding="utf-8") as fh:
-        for record in lines[:papers]:
-            if record.get("localPdf"):
-                record["localPdf"] = str(SAMPLE_CORPUS.parent / record["localPdf"])
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return out
 
 
