@@ -7,10 +7,9 @@ import re
 
 from arcticqa.gates.numbers import parse_numbers, values_agree
 from arcticqa.gates.question import answer_variants, phrase_covered
-from arcticqa.gates.text import contains_phrase, split_sentences
+from arcticqa.gates.text import contains_phrase
 
-__all__ = ["answer_in_evidence", "scope_in_evidence", "cites_other_work", "sentences_with_answer",
-           "RESULT_SECTIONS"]
+__all__ = ["answer_in_evidence", "scope_in_evidence", "cites_other_work", "RESULT_SECTIONS"]
 
 #: section kinds whose spans may support a finding's answer (the paper's own results)
 RESULT_SECTIONS = frozenset({"abstract", "results", "discussion", "conclusions"})
@@ -46,6 +45,3 @@ def scope_in_evidence(value: str, evidence_text: str) -> bool:
     return phrase_covered(evidence_text, value)
 
 
-def sentences_with_answer(answer: str, text: str) -> list[str]:
-    """The sentences of ``text`` in which the answer occurs."""
-    return [s for s in split_sentences(text) if answer_in_evidence(answer, s)]

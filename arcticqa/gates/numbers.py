@@ -39,7 +39,6 @@ __all__ = [
     "numeric_within_tolerance",
     "same_value",
     "same_uncertainty",
-    "unit_of",
     "prepare_text",
 ]
 
@@ -484,12 +483,6 @@ def parse_numbers(text: str) -> list[Number]:
     Numbers glued to letters ("CO2", "SSP5", "Eur1") are identifiers and are skipped.
     """
     return list(_parse_cached(text))
-
-
-def unit_of(text: str) -> str | None:
-    """The unit of the first number in ``text`` (None if there is no number or no unit)."""
-    nums = parse_numbers(text)
-    return nums[0].unit if nums else None
 
 
 # ---- conversion -----------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from arcticqa.release.models import (
 from arcticqa.release.recheck import recheck_items
 from arcticqa.rules import Rule, rule
 
-__all__ = ["validate_release", "validate_items_file", "check_item", "normalise_option"]
+__all__ = ["validate_release", "check_item", "normalise_option"]
 
 R_UNREADABLE = rule("release.unreadable", "A file or line cannot be read as UTF-8 JSON")
 R_SCHEMA = rule("release.schema", "A record does not match its schema")
@@ -399,11 +399,6 @@ def _items_file(path: Path) -> tuple[ValidationReport, list[ReleaseItem]]:
     report = ValidationReport(release_dir=str(path.parent))
     items = _read_items(_Collector(report, path.parent), path)
     return report, [it for _, it, good in items.values() if good]
-
-
-def validate_items_file(path: Path | str) -> ValidationReport:
-    """Item checks only, for a bare ``items.jsonl``."""
-    return _items_file(Path(path))[0]
 
 
 def validate_release(release_dir: Path | str, *, recheck: bool = False) -> ValidationReport:

@@ -21,7 +21,6 @@ __all__ = [
     "HeadingInfo",
     "classify_heading",
     "split_inline_heading",
-    "is_known_heading",
     "CAPTION_START",
     "NON_EVIDENCE_LINE",
     "heading_words",
@@ -146,10 +145,6 @@ def classify_heading(title: str) -> HeadingInfo:
         if pattern.fullmatch(words):
             return HeadingInfo(kind, level, numbered)
     return HeadingInfo(None, level, numbered)
-
-
-def is_known_heading(title: str) -> bool:
-    return classify_heading(title).kind is not None
 
 
 def split_inline_heading(text: str) -> tuple[str, str] | None:

@@ -38,7 +38,6 @@ __all__ = [
     "code_names",
     "closed_set_answer",
     "overlap",
-    "decimal_comma",
     "RESULTISH",
     "citing",
     "sentences_in",
@@ -400,11 +399,6 @@ def overlap(a: str, b: str) -> float:
         return 0.0
     wb = set(content_words(b))
     return sum(w in wb for w in wa) / len(wa)
-
-
-def decimal_comma(text: str) -> bool:
-    """Whether numbers in ``text`` are written with a decimal comma ("0,6 °C")."""
-    return bool(re.search(r"\d,\d(?!\d{2}\b)", text)) and is_cyrillic(text)
 
 
 def citing(sentence: str) -> bool:
