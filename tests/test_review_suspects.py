@@ -15,7 +15,7 @@ from arcticqa.cli import app
 from arcticqa.errors import InputError
 from arcticqa.review.items import load_review_items
 from arcticqa.review.plan import SamplingRequest, extend_plan
-from arcticqa.review.report import build_report, render_text
+from arcticqa.review.report import build_report, render_html, render_text
 from arcticqa.review.stats import proportion, stratified_proportion
 from arcticqa.review.suspects import read_suspects
 from arcticqa.store.reviews import add_verdict, get_plan, plan_assignments, plan_verdicts, save_plan
@@ -109,6 +109,37 @@ def test_report_compares_suspects_with_the_random_sample_by_hand(tmp_path: Path)
     assert s.by_rule["items.strong_models_converge"] == proportion(1, 1)
     assert s.random_sample == report.residual_error
     assert "error rate 75.0%" in render_text(report)
+    # the HTML page shows the same comparison, from the same numbers
+    page = render_html(report)
+    para = re.search(r'<p id="suspects">(.*?)</p>', page, re.S)
+    assert para is not None
+    text = " ".join(para.group(1).split())
+    assert "4 item(s) flagged" in text and "(1 also drawn into the random sample)" in text
+    assert f"error rate {proportion(3, 4).text} among those reviewed" in text
+    assert f"beside {expected_random.text} in the random sample" in text
+    table = re.search(r'<table id="suspects-by-rule">(.*?)</table>', page, re.S)
+    assert table is not None
+    rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", table.group(1))
+    assert rows == [("<code>items.absent_converge</code>", proportion(2, 3).text),
+                    ("<code>items.strong_models_converge</code>", proportion(1, 1).text),
+                    ("random sample (for comparison)", expected_random.text)]
+
+
+def test_html_report_without_suspects_has_no_suspect_section_and_escapes_rule_ids(tmp_path: Path) -> None:
+    store = make_review_store(tmp_path / "h.db", accepted=6, rejected=0)
+    plan = _plan(store, 3)
+    items = load_review_items(store.engine)
+    plain = render_html(build_report(plan, plan_assignments(store.engine, "main"),
+                                     plan_verdicts(store.engine, "main"), items))
+    assert 'id="suspects"' not in plain and "item audit" not in plain
+    outside = sorted({i.key for i in items if i.population == "accepted"}
+                     - {a.item_key for a in plan_assignments(store.engine, "main")})[0]
+    plan = _plan(store, 3, {outside: [{"rule": "items.<b>odd</b>", "reason": "r"}]})
+    _verdict(store, outside, "reject")
+    page = render_html(build_report(plan, plan_assignments(store.engine, "main"),
+                                    plan_verdicts(store.engine, "main"), load_review_items(store.engine)))
+    assert 'id="suspects"' in page and "items.&lt;b&gt;odd&lt;/b&gt;" in page and "<b>odd" not in page
+    assert proportion(1, 1).text in page and "not measured (no verdicts)" in page  # no random verdict yet
 
 
 def test_workbench_shows_a_suspects_reason_only_after_the_verdict(tmp_path: Path) -> None:
@@ -143,3 +174,7 @@ def test_cli_from_suspects(tmp_path: Path) -> None:
     report = CliRunner().invoke(app, ["review", "report", "-c", str(config)])
     assert report.exit_code == 0, report.output
     assert "suspects flagged by the item audit (1 item(s)" in report.output
+    html = tmp_path / "r.html"
+    page = CliRunner().invoke(app, ["review", "report", "-c", str(config), "--html", str(html)])
+    assert page.exit_code == 0, page.output
+    assert '<p id="suspects">1 item(s) flagged' in html.read_text(encoding="utf-8")
