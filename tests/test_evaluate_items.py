@@ -137,7 +137,7 @@ def test_v1_run_lists_suspects(arcticqa_v1: Path, tmp_path: Path) -> None:
         stats = list(csv.DictReader(handle))
     assert len(stats) == 2 * 194
     present = [r for r in stats if r["condition"] == "answer_present"]
-    # the count: on 31 items fewer than 20% of answered answer-present responses choose the key
+    # on 31 items fewer than 20% of answered answer-present responses choose the key
     assert sum(float(r["difficulty"]) < 0.2 for r in present) == 31
     with (out / "suspects.csv").open(encoding="utf-8") as handle:
         suspects = list(csv.DictReader(handle))

@@ -357,7 +357,7 @@ def test_cli_extract_text_json(tmp_path: Path, two_column: tuple[PaperSource, by
 
 
 def test_two_column_headings_in_the_body_font(tmp_path: Path) -> None:
-    """The issue's case: headings ("1. Introduction", "References") set in the body font and
+    """The reported case: headings ("1. Introduction", "References") set in the body font and
     size on lines of their own, no larger and not bold, in two columns."""
     import arcticqa.cli.text  # noqa: F401  (registers the commands)
     from arcticqa.cli.app import app

@@ -32,7 +32,7 @@ from tests.test_hostile_pdfs import bomb_pdf
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_PDFS = sorted((REPO / "data" / "sample_corpus" / "pdf").glob("*.pdf"))
 TEXLIVE_DOCS = Path("/usr/share/doc/texlive-doc")
-#: journal-class layouts typeset by LaTeX (issue 16's fixtures, where this checkout has them)
+#: journal-class layouts typeset by LaTeX (the journal-layout fixtures, where this checkout has them)
 JOURNAL_PDFS = sorted((REPO / "tests" / "data" / "journal_layouts").glob("*.pdf"))
 
 pytestmark = pytest.mark.skipif(not pool_supported(), reason="the extraction pool needs Linux (pidfd, fork)")

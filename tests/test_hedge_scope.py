@@ -14,7 +14,7 @@ from arcticqa.gates.evidence import answer_in_evidence
 from arcticqa.gates.numbers import prepare_text
 from arcticqa.standins.offline.text import _HEDGE, answer_hedge, is_hedged
 
-# the sentence of the demo report (the sample corpus paper as it was when the issue was filed)
+# the sentence of the demo report (the sample corpus paper as it read when the hedge rule was written)
 REPORTED = ("Snowmelt seemed to occur earlier in 2020 than in 2019 in most plots, but camera images were "
             "missing for 9 of the 20 plots in 2020.")
 JOINTS = [", but ", "; ", ", whereas ", ", yet ", " but ", ", however, "]

@@ -196,7 +196,7 @@ def test_a_cell_answered_in_two_logs_is_refused(small_log: Path, tmp_path: Path)
 def test_a_relative_release_is_the_users_not_the_task_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:
     # inspect creates the task with the working folder changed to the task file's; the shell's
-    # $PWD still says where the user typed the path (issue 36: `-T release=out/demo/release`)
+    # $PWD still says where the user typed the path (`-T release=out/demo/release` as the README types it)
     release = export([make_item(i) for i in range(2)], tmp_path / "user" / "out" / "release")
     (tmp_path / "taskdir").mkdir()
     monkeypatch.setenv("PWD", str(tmp_path / "user"))

@@ -1,4 +1,4 @@
-"""The second newcomer pass (issue 36): the routes a new user meets first end the way they should.
+"""The routes a new user meets first end the way they should.
 
 Off the network or with a wrong endpoint, a build and ``evaluate run`` stop before they start, in
 one line, within 30 s, with a non-zero exit and no store created ("no network" is a closed port on

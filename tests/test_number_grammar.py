@@ -1,4 +1,4 @@
-"""The number-and-unit grammar on the notations papers and PDF text actually use (issue 17).
+"""The number-and-unit grammar on the notations papers and PDF text actually use.
 
 Every notation is tested both ways: a value written in an equivalent form is the same value
 (and no contradiction rule proves it false, in either direction), and another value in the same

@@ -1,5 +1,5 @@
-"""Issue 17: rules that match what the option says, recheck severities, the option-set cue audit,
-checked on rule-level examples and on the published ArcticQA v1 release."""
+"""Rules that match what the option says, recheck severities, the option-set cue audit, checked
+on rule-level examples and on the published ArcticQA v1 release."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_recheck_on_the_published_release(arcticqa_v1: Path) -> None:
     flags = [r for r in records if "item_id" in r]
     assert flags and all(r["severity"] in ("error", "warning") for r in flags)
     errors = {(r["item_id"], r["option_rank"], r["rule_id"]) for r in flags if r["severity"] == "error"}
-    # the false flags of the issue are gone
+    # options a reader sees as clearly wrong are not flagged (a set answer, a % beside a %, больше/меньше)
     for item_id, rank in [("aqa-045259006a74fb22b627", 0), ("aqa-055b7890d47481779018", 0),
                           ("aqa-ee4c44e31fb4b75f07c1", 0), ("aqa-11b24e2f07b6e96e98cb", 1)]:
         assert not any(e[0] == item_id and e[1] == rank for e in errors), item_id
@@ -115,9 +115,9 @@ def test_recheck_on_the_published_release(arcticqa_v1: Path) -> None:
     assert format_flags and all(r["severity"] == "warning" for r in format_flags)
     cues = [r["cue_audit"] for r in records if "cue_audit" in r]
     assert {c["strategy"] for c in cues} >= {"middle numeric value", "odd format"}
-    # deterministic coverage must not fall below the figure measured before issue 17 (573 of 776)
+    # at least three in four published distractors are proved false by a rule, not left to a model
     (coverage,) = [r["deterministic_coverage"] for r in records if "deterministic_coverage" in r]
-    assert coverage["distractors"] == 776 and coverage["proved"] >= 573
+    assert coverage["distractors"] == 776 and coverage["proved"] >= 0.75 * 776
 
 
 def test_numeric_distractors_spread_the_answers_rank() -> None:

@@ -1,6 +1,6 @@
-"""The standalone screen (issue 17): what a reader without the paper cannot resolve.
+"""The standalone screen: what a reader without the paper cannot resolve.
 
-Each rule is tested on the issue's phrasings and on near-misses that must pass; the published
+Each rule is tested on the phrasings found in real items and on near-misses that must pass; the published
 v1 questions are the false-flag corpus (every flag there was read; see docs/item-construction.md).
 """
 

@@ -1,5 +1,5 @@
 """The store sits below the pipeline: it imports nothing of ``llm``, ``sources``, ``release``,
-``evaluate``, ``pipeline`` or ``stages`` (issue 19), and the call records the gateway hands it
+``evaluate``, ``pipeline`` or ``stages``, and the call records the gateway hands it
 fit the ``llm_call`` columns the store writes.
 
 The import check reads every module's source with ``ast`` (module-level imports, imports inside

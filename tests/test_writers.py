@@ -77,7 +77,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     responses = base / "responses.csv"
     responses.write_text("trial_id\n", encoding="utf-8")
     config = write_config(base / "cfg", base_url="http://127.0.0.1:9/v1", corpus=base / "none.jsonl")
-    # an empty but migrated store: the reading commands refuse a missing one (issue 18)
+    # an empty but migrated store: the reading commands refuse a missing one
     Store(load_settings(config).store.url).engine.dispose()
     return {"items": release / "items.jsonl", "responses": responses, "config": config}
 

@@ -1,4 +1,4 @@
-"""review plans, assignments and verdicts (issue 20: the expert review workbench)
+"""review plans, assignments and verdicts (the expert review workbench)
 
 Revision ID: 0005
 Revises: 0004
