@@ -15,6 +15,7 @@ import json
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,28 @@ def test_every_bundled_protocol_is_a_subpackage_with_the_same_module_names() -> 
     # protocol subpackage, so every protocol keeps the same module names; variants: ArcticAbstain's
     # prompt-robustness plan and report, a view across runs like exposure; itemaudit and irt: the
     # item audit (evaluate items), a view of the items across models, and its IRT fit
+    # releaseitems, options and promptfile: the protocol-neutral pieces two protocols share (a release's
+    # items, option texts and label parsers, prompt files and variants), so no protocol imports another
     assert _modules(EVALUATE) == {"__init__", "coverage", "exposure", "external", "irt", "itemaudit", "options",
-                                  "policies", "promptfile", "protocols", "recorded", "reportio", "runner", "shape",
-                                  "stats", "variants"}
+                                  "policies", "promptfile", "protocols", "recorded", "releaseitems", "reportio",
+                                  "runner", "shape", "stats", "variants"}
+
+
+def test_the_protocols_are_independent_of_each_other_by_contract() -> None:
+    # import-linter's independence contract (make lint) names every bundled protocol's subpackage, so
+    # a fifth protocol is held to it too; what two protocols share lives beside them, not in one of them
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    independent = [c for c in contracts["contracts"] if c["type"] == "independence"
+                   and any(m.startswith("arcticqa.evaluate.") for m in c["modules"])]
+    assert len(independent) == 1
+    assert set(independent[0]["modules"]) == {f"arcticqa.evaluate.{p.name}" for p in BUNDLED}
+    for path in sorted(EVALUATE.rglob("*.py")):
+        if path.parent == EVALUATE:
+            continue
+        own = f"arcticqa.evaluate.{path.relative_to(EVALUATE).parts[0]}"
+        others = [m for m, _, _ in _imports(path) if m.startswith("arcticqa.evaluate.")
+                  and m.split(".")[2] in {p.name for p in BUNDLED} and not m.startswith(own)]
+        assert not others, f"{path.relative_to(REPO)} imports another protocol: {others}"
 
 
 @pytest.mark.parametrize("protocol", BUNDLED, ids=lambda p: p.name)

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from arcticqa.errors import InputError
-from arcticqa.evaluate.arcticabstain.items import load_items
 from arcticqa.evaluate.options import normalise_option_text
+from arcticqa.evaluate.releaseitems import load_items
 from arcticqa.release.conditions import distractor_option_id
 from arcticqa.release.jsonio import iter_jsonl
 

@@ -2,8 +2,8 @@
 
 ``strict`` (default): the stripped reply is exactly one option letter, or, with verbal
 confidence, exactly ``Answer: <letter>`` and ``Confidence: <1-5>`` on two lines. ``lenient``
-(sensitivity only): ArcticAbstain's lenient letter rules, "The answer is B", a reply equal to an
-option's text, and a ``confidence`` of 1–5 anywhere.
+(sensitivity only): the shared lenient letter rules (:mod:`arcticqa.evaluate.options`), "The
+answer is B", a reply equal to an option's text, and a ``confidence`` of 1–5 anywhere.
 
 Answerable: correct option → TP, IDK/NOTA → FN, other option → FP. Unanswerable: IDK/NOTA → TN,
 any option → FP (never FN). A reply that names no option is ``INVALID`` (a refusal is never IDK).
@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from arcticqa.evaluate.abstainqa.items import IDK_FORMS
-from arcticqa.evaluate.arcticabstain.parse import parse_lenient, parse_strict
-from arcticqa.evaluate.options import normalise_option_text
+from arcticqa.evaluate.options import normalise_option_text, parse_lenient, parse_strict
 
 __all__ = ["Outcome", "CAUSE_INFRASTRUCTURE", "CAUSE_REFUSAL", "CAUSE_FORMAT", "parse_reply", "score_abstainqa"]
 

@@ -1,6 +1,7 @@
 """Reading a model's reply as an option letter, and the N0-N5 outcome classes of ArcticAbstain.
 
-Two parsers exist. ``strict`` is the published rule and the default: after stripping
+Two parsers exist, shared with every protocol that shows options (:mod:`arcticqa.evaluate.options`,
+re-exported here). ``strict`` is the published rule and the default: after stripping
 whitespace the reply must be exactly one label of the option set (the letters A-E as published;
 a prompt variant may ask with the numbers 1-5). ``lenient`` also accepts
 common wrappings (``Answer: B``, ``(B)``, ``B.``, ``**B**``, a final line holding only the
@@ -9,10 +10,11 @@ letter); it is reported as a separate sensitivity row and never replaces the str
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from arcticqa.evaluate.options import parse_lenient, parse_strict
 
 __all__ = [
     "Condition",
@@ -64,51 +66,6 @@ class Scored:
     parser: Parser | None
     lenient_outcome: str
     lenient_letter: str | None
-
-
-def parse_strict(text: str | None, letters: Sequence[str]) -> str | None:
-    """The published rule: the stripped reply is exactly one letter of ``letters``."""
-    if text is None:
-        return None
-    stripped = text.strip()
-    return stripped if len(stripped) == 1 and stripped in letters else None
-
-
-# Markdown emphasis, brackets, quotes and trailing punctuation around a lone capital letter
-# (or digit: a prompt variant may label its options 1-5).
-_WRAPPED = re.compile(r"""^[\s*_`"'(\[{]*(?:option\s+)?([A-Z0-9])[\s*_`"')\]}.:;,!]*$""", re.IGNORECASE)
-_PREFIXED = re.compile(
-    r"""^[\s*_`"']*(?:the\s+)?(?:final\s+|correct\s+|best\s+)?(?:answer|choice|option|letter)"""
-    r"""(?:\s+is)?[\s*_`"']*[:\-=]?\s*(.+)$""",
-    re.IGNORECASE,
-)
-
-
-def _lenient_line(line: str, letters: Sequence[str]) -> str | None:
-    candidate = line.strip()
-    prefixed = _PREFIXED.match(candidate)
-    if prefixed:
-        candidate = prefixed.group(1)
-    wrapped = _WRAPPED.match(candidate)
-    if wrapped is None:
-        return None
-    letter = wrapped.group(1)
-    # Only capitals count: a lone lower-case "a" is as likely an article as an answer.
-    return letter if letter in letters else None
-
-
-def parse_lenient(text: str | None, letters: Sequence[str]) -> str | None:
-    """Strict first; then a wrapped letter on the whole reply; then on its last non-empty line."""
-    strict = parse_strict(text, letters)
-    if strict is not None or text is None:
-        return strict
-    found = _lenient_line(text, letters)
-    if found is not None:
-        return found
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    if len(lines) > 1:
-        return _lenient_line(lines[-1], letters)
-    return None
 
 
 def outcome_of(condition: str, kind: OptionKind | None) -> str:

@@ -8,14 +8,13 @@ prompt: one JSON object with ``decision`` ANSWER|ABSTAIN, ``answer``, ``confiden
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from arcticqa.errors import InputError
 from arcticqa.evaluate.know2guess.items import Know2GuessItem
-from arcticqa.evaluate.promptfile import chat_messages, prompt_digest, read_prompt_file
+from arcticqa.evaluate.promptfile import VariantCall, VariantPrompt, read_variant_prompt
 
 __all__ = ["VARIANTS", "MODES", "PROMPT_DIR", "Know2GuessPrompt", "Know2GuessCall", "load_know2guess_prompt",
            "mode_of", "plan_calls"]
@@ -26,28 +25,19 @@ PROMPT_DIR = Path(__file__).resolve().parents[3] / "prompts" / "know2guess"
 
 
 @dataclass(frozen=True)
-class Know2GuessPrompt:
-    variant: str
+class Know2GuessPrompt(VariantPrompt):
+    """A Know2Guess prompt variant: the shared variant file plus its ``mode``."""
+
     mode: str
-    version: str
-    system_text: str
-    user_template: str
-    sha256: str
 
 
 def load_know2guess_prompt(variant_or_path: str | Path) -> Know2GuessPrompt:
     """A variant name (its v1 file under ``prompts/know2guess``) or a prompt file."""
-    path = Path(variant_or_path)
-    if not path.suffix and not path.exists():
-        path = PROMPT_DIR / f"{variant_or_path}-v1.json"
-    raw, data = read_prompt_file(path, not_found=f"prompt file not found (variants: {', '.join(VARIANTS)})",
-                                 required=("prompt_version", "variant", "system_text", "user_template"),
-                                 placeholders=("{question}",))
+    prompt, data, path = read_variant_prompt(variant_or_path, prompt_dir=PROMPT_DIR, variants=VARIANTS,
+                                             placeholders=("{question}",))
     if data.get("mode") not in MODES:
         raise InputError(f"must be one of {', '.join(MODES)}", path=str(path), field="mode")
-    return Know2GuessPrompt(variant=data["variant"], mode=data["mode"], version=data["prompt_version"],
-                            system_text=data["system_text"], user_template=data["user_template"],
-                            sha256=hashlib.sha256(raw).hexdigest())
+    return Know2GuessPrompt(**vars(prompt), mode=data["mode"])
 
 
 @functools.lru_cache(maxsize=64)  # external files name a variant on every line
@@ -59,32 +49,16 @@ def mode_of(variant: str) -> str:
     return "answer_only" if variant.startswith("answer_only") else "answer_or_abstain"
 
 
-@dataclass(frozen=True)
-class Know2GuessCall:
-    item: Know2GuessItem
-    eval_set: str
-    prompt: Know2GuessPrompt
-    trial: int
+class Know2GuessCall(VariantCall[Know2GuessItem, Know2GuessPrompt]):
+    """One Know2Guess call: the question alone, filled into the variant's user template."""
 
     @property
-    def condition(self) -> str:
-        return self.prompt.variant
-
-    @property
-    def cell(self) -> tuple[str, str, str, int]:
-        return (self.eval_set, self.item.question_id, self.condition, self.trial)
+    def question_id(self) -> str:
+        return self.item.question_id
 
     @property
     def user_text(self) -> str:
         return self.prompt.user_template.format(question=self.item.question_text)
-
-    @property
-    def messages(self) -> list[dict[str, str]]:
-        return chat_messages(self.prompt.system_text, self.user_text)
-
-    @property
-    def prompt_sha256(self) -> str:
-        return prompt_digest(self.prompt.system_text, self.user_text)
 
 
 def plan_calls(items: Sequence[Know2GuessItem], prompts: Sequence[Know2GuessPrompt], *, trials: int,

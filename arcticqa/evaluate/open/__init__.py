@@ -4,7 +4,8 @@ Items are a release ``items.jsonl`` (:mod:`.items`); the model sees context and 
 briefly or abstains in its own words (:mod:`.prompt`); replies are graded by abstention rules and the
 deterministic answer matcher (:mod:`.parse`) into records (:mod:`.records`); accuracy, abstention rate,
 R-Acc and the pairing with the multiple-choice answer-present condition (:mod:`.metrics`) make the
-report (:mod:`.report`). A report from the store pairs with the ArcticAbstain responses recorded there.
+report (:mod:`.report`). A report from the store pairs with the ArcticAbstain responses recorded there
+(read from the shared table, :func:`.records.mc_responses_from_store`).
 With ``RunOptions.verifier`` a live run asks the verifier role about each reply the matcher leaves
 undecided, before the row is stored (:func:`.records.verify_row`).
 """
@@ -20,7 +21,6 @@ from sqlalchemy.engine import Engine
 
 from arcticqa.config import EvalModel
 from arcticqa.errors import ConfigError
-from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
 from arcticqa.evaluate.external import ExternalLine
 from arcticqa.evaluate.open import items, metrics, parse, prompt, records, report
 from arcticqa.evaluate.open.items import EvalItem
@@ -90,7 +90,7 @@ class OpenProtocol(ProtocolBase[EvalItem, OpenCall, OpenRecord, OpenReport]):
         if not open_records:
             of = f" of model(s) {', '.join(models)}" if models else ""
             raise ConfigError(f"{source}: the store holds no {self.name} responses{of}")
-        mc = ARCTICABSTAIN.records_from_store(engine, models=models)
+        mc = records.mc_responses_from_store(engine, models=models)
         report_ = report.build_open_report(open_records, source=source, mc_records=mc)
         return self.report_summary(report_, self.write_report(report_, out, options))
 

@@ -4,13 +4,21 @@ record is also the ``details`` of its ``eval_response`` row.
 :func:`verify_row` sends a live row the matcher left undecided to the verifier role and regrades
 it (confidence ``low``); the verifier's answer, or its failure, is kept in the record's
 ``verifier`` field, and its model call is recorded by the gateway like every role call.
+
+:func:`mc_responses_from_store` reads what the report pairs with: the multiple-choice (ArcticAbstain)
+rows of the same store table, through the one store reader. It depends on the table's columns, not
+on the ArcticAbstain package: its rows carry ``protocol = 'arcticabstain'``, and a prompt variant's
+rows name their variant in ``details.variant`` (the reference prompt's rows name none, or
+``published``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from sqlalchemy.engine import Engine
 
 from arcticqa.config import EvalModel
 from arcticqa.errors import LLMError
@@ -25,10 +33,17 @@ from arcticqa.evaluate.open.parse import (
     grade_reply,
 )
 from arcticqa.evaluate.open.prompt import OpenCall
+from arcticqa.evaluate.recorded import load_protocol_rows
 from arcticqa.llm.chat import ChatOutcome
 from arcticqa.llm.types import RoleClient
 
-__all__ = ["OpenRecord", "record_from_call", "store_row", "record_from_row", "record_from_external", "verify_row"]
+__all__ = ["OpenRecord", "record_from_call", "store_row", "record_from_row", "record_from_external", "verify_row",
+           "MC_PROTOCOL", "MCRow", "mc_responses_from_store"]
+
+#: the protocol whose answer-present replies the report pairs with (its rows in the shared table)
+MC_PROTOCOL = "arcticabstain"
+#: the name a multiple-choice row's ``details.variant`` gives the reference prompt (or none at all)
+_MC_REFERENCE = "published"
 
 
 @dataclass(frozen=True)
@@ -127,3 +142,24 @@ async def verify_row(client: RoleClient, call: OpenCall, row: dict[str, Any]) ->
                "verifier": note}
     return {**row, "outcome": grade.outcome, "lenient_outcome": grade.outcome, "chosen_kind": grade.outcome,
             "cause": grade.rule, "details": details}
+
+
+@dataclass(frozen=True)
+class MCRow:
+    """One multiple-choice reply as the pairing reads it (:class:`.metrics.MCResponse`)."""
+
+    model: str
+    item_id: str
+    condition: str
+    trial: int
+    outcome: str
+
+
+def mc_responses_from_store(engine: Engine, *, models: Sequence[str] | None = None) -> list[MCRow]:
+    """The multiple-choice replies recorded in the store (of ``models`` only, when given) with the
+    reference prompt: what an open report pairs its cells with."""
+    rows = load_protocol_rows(engine, MC_PROTOCOL, ("model", "item_id", "condition", "trial", "outcome", "details"),
+                              models=models)
+    return [MCRow(model=r["model"], item_id=r["item_id"], condition=r["condition"], trial=int(r["trial"]),
+                  outcome=r["outcome"]) for r in rows
+            if ((r["details"] or {}).get("variant") or _MC_REFERENCE) == _MC_REFERENCE]
