@@ -178,3 +178,50 @@ def test_cli_from_suspects(tmp_path: Path) -> None:
     page = CliRunner().invoke(app, ["review", "report", "-c", str(config), "--html", str(html)])
     assert page.exit_code == 0, page.output
     assert '<p id="suspects">1 item(s) flagged' in html.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_the_loop_in_docs_review_md_runs_as_written(tmp_path: Path) -> None:
+    """docs/review.md "The loop end to end on the demo": its commands up to the workbench run as
+    written (the folder moved to tmp_path), the workbench shows the flag only after the verdict, and
+    the report prints the line the docs quote."""
+    import os
+    import subprocess
+    import sys
+
+    from arcticqa.review.report import report_for_store
+    from arcticqa.store.db import make_engine
+
+    doc = (Path(__file__).parents[1] / "docs" / "review.md").read_text(encoding="utf-8")
+    section = doc.split("### The loop end to end on the demo", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("\n```", 1)[0]
+    lines = block.splitlines()
+    assert lines[0] == ". .venv/bin/activate" and lines[1].startswith("D=out/loop ")
+    serve = next(i for i, line in enumerate(lines) if line.startswith("arcticqa review serve"))
+    script = "\n".join(["set -e", f"D={tmp_path / 'loop'}", *lines[2:serve]])
+    env = os.environ | {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    run = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = " ".join(run.stdout.split())
+    for quoted in ("144 responses of 4 models on 6 items: 1 suspect item(s)", "items.low_discrimination: 1",
+                   "accepted: 3 of 6 item(s) sampled",
+                   "suspects: 1 flagged item(s), 1 added for review, 0 already in the random sample"):
+        assert quoted in out and quoted in " ".join(section.split())
+    planted = re.search(r"planted a mislabel on (\S+)", out).group(1)  # type: ignore[union-attr]
+    assert f"{planted},items.low_discrimination" in (tmp_path / "loop" / "items" / "suspects.csv").read_text()
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'loop' / 'arcticqa.db'}")
+    client = TestClient(create_app(engine, reviewer="ana"))
+    for n in range(1, 5):  # "answer the 4 items": every one accepted
+        page = client.get(f"/item/{n}").text
+        assert "items.low_discrimination" not in page
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+        digest = re.search(r'name="content_hash" value="([0-9a-f]{64})"', page).group(1)  # type: ignore[union-attr]
+        assert client.post(f"/item/{n}", data={"csrf": csrf, "content_hash": digest, "verdict": "accept"},
+                           follow_redirects=False).status_code == 303
+    assert client.get("/item/4").text.count("items.low_discrimination") == 1  # the suspect comes last
+    report = report_for_store(engine)
+    assert report is not None
+    line = next(x for x in render_text(report).splitlines() if x.startswith("suspects flagged"))
+    assert line in " ".join(section.replace("`", "").split())
