@@ -63,11 +63,14 @@ def test_every_bundled_protocol_is_a_subpackage_with_the_same_module_names() -> 
     assert set(packages) == {"arcticabstain", "abstainqa", "know2guess", "open"}
     names = {name: _modules(path) for name, path in packages.items()}
     expected = {"__init__", "items", "prompt", "parse", "records", "metrics", "report"}
-    assert all(found == expected for found in names.values()), names
+    # beside the shape's modules a protocol may hold what is its own alone: ArcticAbstain's
+    # prompt-robustness plan and report (variants), which its protocol object writes
+    own = {"arcticabstain": {"variants"}}
+    assert all(found == expected | own.get(name, set()) for name, found in names.items()), names
     # nothing protocol-specific is left in the package root beside the shared machinery
     # exposure: the training-exposure view (item dates, cutoffs) sits beside coverage, not in a
-    # protocol subpackage, so every protocol keeps the same module names; variants: ArcticAbstain's
-    # prompt-robustness plan and report, a view across runs like exposure; itemaudit and irt: the
+    # protocol subpackage, so every protocol keeps the same module names; variants: where ArcticAbstain's
+    # plan and report used to live (old imports); itemaudit and irt: the
     # item audit (evaluate items), a view of the items across models, and its IRT fit
     # releaseitems, options and promptfile: the protocol-neutral pieces two protocols share (a release's
     # items, option texts and label parsers, prompt files and variants), so no protocol imports another

@@ -39,10 +39,7 @@ from arcticqa.evaluate.arcticabstain.prompt import (
 )
 from arcticqa.evaluate.arcticabstain.records import ResponseRecord
 from arcticqa.evaluate.arcticabstain.report import StatsSettings, build_report, figure_1, write_report
-from arcticqa.evaluate.policies import policy_responder
-from arcticqa.evaluate.runner import RunResult, run_protocol
-from arcticqa.evaluate.shape import RunOptions
-from arcticqa.evaluate.variants import (
+from arcticqa.evaluate.arcticabstain.variants import (
     build_variant_report,
     plan_ids,
     read_plan_file,
@@ -50,6 +47,9 @@ from arcticqa.evaluate.variants import (
     resolve_variants,
     write_variant_report,
 )
+from arcticqa.evaluate.policies import policy_responder
+from arcticqa.evaluate.runner import RunResult, run_protocol
+from arcticqa.evaluate.shape import RunOptions
 from arcticqa.standins.replies import Reply, Response
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import make_engine

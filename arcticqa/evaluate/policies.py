@@ -19,7 +19,8 @@ open prompt is the same in every trial, so is the reply);
 ``gold-or-first-distractor`` the gold answer, else the distractor.
 
 :func:`run_reference_policies` runs them through the real runner and writes the report;
-:func:`run_open_reference_policies` does the same with the open protocol.
+:func:`run_open_reference_policies` does the same with the open protocol, and
+:func:`run_policy_variants` with ArcticAbstain's prompt variants (the variants report).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
 from arcticqa.evaluate.arcticabstain.items import EvalItem, load_items
 from arcticqa.evaluate.arcticabstain.prompt import DEFAULT_PROMPT_PATH
 from arcticqa.evaluate.arcticabstain.report import ReportPaths, StatsSettings, build_report, write_report
+from arcticqa.evaluate.arcticabstain.variants import VariantReport, build_variant_report, write_variant_report
 from arcticqa.evaluate.open import OPEN
 from arcticqa.evaluate.open.report import build_open_report
 from arcticqa.evaluate.recorded import load_protocol_rows
@@ -49,7 +51,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 __all__ = ["REFERENCE_POLICIES", "OPEN_ABSTENTION", "parse_prompt", "open_question", "policy_responder", "gold_map",
-           "open_answers", "design_records", "run_reference_policies", "run_open_reference_policies"]
+           "open_answers", "design_records", "run_reference_policies", "run_open_reference_policies",
+           "run_policy_variants"]
 
 REFERENCE_POLICIES: tuple[str, ...] = ("always-abstain", "first-option", "random", "oracle")
 ABSTAIN_TEXT = "I abstain from answering"
@@ -243,3 +246,22 @@ async def run_open_reference_policies(items_path: Path | str, out_dir: Path | st
     mc = design_records(ARCTICABSTAIN, mc_live, models, engine)
     opened = build_open_report(design_records(OPEN, live, models, engine), source=db_url, mc_records=mc)
     return OPEN.report_summary(opened, OPEN.write_report(opened, Path(out_dir), ReportOptions()))
+
+
+async def run_policy_variants(items_path: Path | str, out_dir: Path | str, *, db_url: str, variants: Sequence[str],
+                              trials: int = 1, policies: Sequence[str] = REFERENCE_POLICIES,
+                              concurrency: int = 16, eval_set: str = "arcticqa") -> VariantReport:
+    """Serve the reference policies on 127.0.0.1, ask them every variant (resuming recorded cells)
+    and write the variants report of this run's cells (its variants, trials, eval set and items,
+    whatever else the store holds): the docs figure, and a check of the report on known behaviour."""
+    items = load_items(items_path)
+    live = ARCTICABSTAIN.live(RunOptions(trials=trials, variants=tuple(variants), eval_set=eval_set), items=items)
+    engine = make_engine(db_url)
+    with FakeOpenAIServer(policy_responder({item.question: item.gold_answer for item in items})) as server:
+        models = [EvalModel(label=name, model=name, base_url=server.base_url, api_key_env=None,
+                            max_concurrency=concurrency) for name in policies]
+        await run_protocol(live, models, engine, resume=True)
+    records = design_records(ARCTICABSTAIN, live, models, engine)
+    report = build_variant_report(records, source="the reference policies", models=list(policies))
+    write_variant_report(report, out_dir)
+    return report
