@@ -1,5 +1,6 @@
 """Stand-ins for what the product talks to: deterministic offline roles, an OpenAI-compatible
-server on 127.0.0.1, a scripted model and synthetic papers.
+server on 127.0.0.1 (with a provider's limits: :mod:`.limits`), a Semantic Scholar Graph API
+(:mod:`.s2`), a scripted model and synthetic papers.
 
 The demo and the default settings build with the offline roles (:mod:`.offline`); tests and
 benchmarks use the rest. Layer: above ``llm/``, ``gates/``, ``geo/`` and ``text/`` (which it may
