@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from arcticqa.cli.app import app
 from arcticqa.config import EvalModel
 from arcticqa.errors import InputError, StageError
-from arcticqa.evaluate.abstainqa import ABSTAINQA
+from arcticqa.evaluate.abstainqa import ABSTAINQA, AbstainQAOptions
 from arcticqa.evaluate.abstainqa.items import IDK_TEXT, AbstainQAItem, load_abstainqa_items
 from arcticqa.evaluate.abstainqa.metrics import ConfusionCounts
 from arcticqa.evaluate.abstainqa.parse import parse_reply, score_abstainqa
@@ -272,7 +272,8 @@ def test_verbal_confidence_thresholds_live(tmp_path: Path) -> None:
     items = load_abstainqa_items(DATA / "items.jsonl")
     engine = make_engine(f"sqlite:///{tmp_path / 'e.db'}")
     with FakeOpenAIServer(_responder(_gold(items))) as server:
-        asyncio.run(run_protocol(_live(items, [load_abstainqa_prompt("standard")], verbal_confidence=True),
+        asyncio.run(run_protocol(_live(items, [load_abstainqa_prompt("standard")],
+                                       protocol_options=AbstainQAOptions(verbal_confidence=True)),
                                  [_model("confident-when-right", server.base_url)], engine))
     records = ABSTAINQA.records_from_store(engine)
     assert {r.variant for r in records} == {"standard+confidence"}

@@ -243,7 +243,7 @@ def test_log_of_another_task_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--responses", "r.jsonl"], "exactly one of --responses"),
-    (["--protocol", "abstainqa"], "not --protocol abstainqa"),
+    (["--protocol", "abstainqa"], "--protocol abstainqa has none"),
 ])
 def test_from_inspect_log_option_mistakes(args: list[str], message: str, small_log: Path, tmp_path: Path) -> None:
     result = score_logs([small_log], tmp_path / "rep", *args)

@@ -1,9 +1,13 @@
-"""CLI commands: ``arcticqa evaluate run|report|exposure|score|policies`` (the abstention evaluator).
+"""CLI commands: ``arcticqa evaluate run|report|score|protocols|exposure|policies`` (the abstention evaluator).
 
-``--protocol`` picks ArcticAbstain (the default), Abstain-QA, Know2Guess or the open-ended one. ``evaluate run``
-calls the async runner directly, without Prefect; the Prefect flow ``evaluate-arcticabstain``
-(flows/evaluate_arcticabstain.py) runs the same ArcticAbstain code with one task per model.
-Heavy imports live inside the commands so ``arcticqa --help`` stays fast.
+``--protocol`` picks a protocol from the registry (:mod:`arcticqa.evaluate.protocols`: ArcticAbstain, the
+default, Abstain-QA, Know2Guess, the open-ended one); ``run``, ``report`` and ``score`` call its
+methods and hold no per-protocol branch or flag: a protocol's own options come as ``-P KEY=VALUE``
+and are validated by its options model (``arcticqa evaluate protocols`` lists them). The options the
+commands had before are kept as hidden aliases of ``-P``. ``evaluate run`` calls the async runner
+directly, without Prefect; the Prefect flow ``evaluate-arcticabstain`` (flows/evaluate_arcticabstain.py)
+runs the same ArcticAbstain code with one task per model. Heavy imports live inside the commands so
+``arcticqa --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from rich.console import Console
 from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, err_console, handle_errors
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from sqlalchemy.engine import Engine
 
@@ -26,11 +30,12 @@ if TYPE_CHECKING:
     from arcticqa.evaluate.arcticabstain.records import ResponseRecord
     from arcticqa.evaluate.protocols import EvalProtocol, ReportOptions, ReportSummary, RunOptions
     from arcticqa.evaluate.runner import RunResult
+    from arcticqa.evaluate.shape import ProtocolOptions
 
 __all__ = ["evaluate_app"]
 
-evaluate_app = typer.Typer(help="Evaluate abstention (ArcticAbstain, Abstain-QA, Know2Guess): run models, "
-                                "report, re-score.",
+evaluate_app = typer.Typer(help="Evaluate abstention (ArcticAbstain, Abstain-QA, Know2Guess, open-ended): run "
+                                "models, report, re-score.",
                            no_args_is_help=True)
 app.add_typer(evaluate_app, name="evaluate")
 
@@ -40,25 +45,61 @@ ResamplesOption = Annotated[int, typer.Option("--resamples", min=1, help="Bootst
 DrawsOption = Annotated[int, typer.Option("--draws", min=1, help="Sign-flip permutation draws.")]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap and permutation draws.")]
 FigureOption = Annotated[bool, typer.Option("--figure/--no-figure", help="Write the figures (PNG and SVG).")]
-ProtocolOption = Annotated[str, typer.Option("--protocol", help="arcticabstain | abstainqa | know2guess | open")]
-ThresholdsOption = Annotated[str, typer.Option(
-    "--thresholds", help="Abstain-QA verbal-confidence thresholds t (answer with confidence <= t -> IDK/NOTA).")]
-PenaltyOption = Annotated[float, typer.Option(
-    "--wrong-penalty", min=0.0, help="Know2Guess cost-sensitive reliability: a wrong answer scores -penalty.")]
-BinsOption = Annotated[int, typer.Option("--ece-bins", min=1, help="Know2Guess ECE bins (equal width).")]
+ProtocolOption = Annotated[str, typer.Option(
+    "--protocol", help="The evaluation protocol (`arcticqa evaluate protocols` lists them and their options).")]
+ProtocolOptionsOption = Annotated[list[str] | None, typer.Option(
+    "-P", "--protocol-option", metavar="KEY=VALUE",
+    help="An option of the chosen protocol (repeatable), e.g. -P wrong_penalty=2 for know2guess; "
+         "`arcticqa evaluate protocols` lists each protocol's, with its default.")]
 
 
-def _thresholds(value: str) -> tuple[int, ...]:
+def _alias(flag: str, key: str) -> Any:
+    """A hidden option kept from before ``-P``: the same as ``-P key=VALUE``."""
+    return typer.Option(flag, hidden=True, help=f"The older spelling of -P {key}=VALUE.")
+
+
+# the commands' older per-protocol options, each now a hidden alias of `-P KEY=VALUE`
+ResamplesAlias = Annotated[str | None, _alias("--resamples", "resamples")]
+DrawsAlias = Annotated[str | None, _alias("--draws", "draws")]
+SeedAlias = Annotated[str | None, _alias("--seed", "seed")]
+ThresholdsAlias = Annotated[str | None, _alias("--thresholds", "thresholds")]
+PenaltyAlias = Annotated[str | None, _alias("--wrong-penalty", "wrong_penalty")]
+BinsAlias = Annotated[str | None, _alias("--ece-bins", "ece_bins")]
+VerbalConfidenceAlias = Annotated[bool, typer.Option(
+    "--verbal-confidence", hidden=True, help="The older spelling of -P verbal_confidence=true.")]
+OpenVerifierAlias = Annotated[str | None, _alias("--open-verifier", "verifier")]
+
+
+def _protocol_options(chosen: EvalProtocol, pairs: list[str] | None, aliases: Mapping[str, tuple[str, str | None]],
+                      *, command: str) -> ProtocolOptions:
+    """The chosen protocol's options from ``-P KEY=VALUE`` and the hidden aliases (flag -> (key, value)),
+    validated by its options model: an unknown key or a bad value is one line naming the protocol,
+    the key and its options, exit 2. An alias the protocol does not read is ignored with a warning,
+    as it was before it became an alias."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.errors import ConfigError
 
-    try:
-        found = tuple(int(p) for p in value.split(",") if p.strip())
-    except ValueError:
-        raise ConfigError(f"--thresholds: expected integers 0-5 separated by commas, not {value!r}") from None
-    if not found or any(not 0 <= t <= 5 for t in found):
-        raise ConfigError(f"--thresholds: expected integers 0-5 separated by commas, not {value!r}")
-    return found
+    given: dict[str, str] = {}
+    for text in pairs or []:
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"-P {text!r}: expected KEY=VALUE (an option of --protocol {chosen.name})")
+        if key in given:
+            raise ConfigError(f"-P {key}: given twice")
+        given[key] = value.strip()
+    model = chosen.options_model
+    for flag, (key, alias_value) in aliases.items():
+        if alias_value is None:
+            continue
+        if key in given:
+            raise ConfigError(f"{flag} and -P {key} set the same option: give one")
+        if key not in model.model_fields or command not in model.commands_of(key):
+            err_console.print(f"warning: {flag} is not an option of --protocol {chosen.name} for evaluate {command}; "
+                              "ignored", style="yellow", highlight=False)
+            continue
+        given[key] = alias_value
+    return chosen.parse_options(given, command=command)
 
 
 def _db_url(value: str) -> str:
@@ -87,6 +128,17 @@ def _print_summary(summary: ReportSummary) -> None:
     console.print(f"report written to {summary.out_dir}")
 
 
+def _one_source(responses: Path | None, db: str | None, *, other: str = "--responses FILE") -> str | None:
+    """The store URL of ``--db`` (refused when its SQLite file is not there), after checking that
+    exactly one of ``--db`` and the other source was given."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.errors import ConfigError
+
+    if (responses is None) == (db is None):
+        raise ConfigError(f"give exactly one of {other} or --db URL")
+    return _existing_db(db) if db is not None else None
+
+
 @evaluate_app.command("report")
 @handle_errors
 def report_command(
@@ -94,18 +146,19 @@ def report_command(
     responses: Annotated[Path | None, typer.Option("--responses", help="Published responses.csv/.jsonl.")] = None,
     db: Annotated[str | None, typer.Option("--db", help="Our store (SQLAlchemy URL or SQLite path).")] = None,
     model: Annotated[list[str] | None, typer.Option("--model", help="Only these models (repeatable).")] = None,
-    resamples: ResamplesOption = 10_000,
-    draws: DrawsOption = 20_000,
-    seed: SeedOption = 7,
-    figure: FigureOption = True,
     protocol: ProtocolOption = "arcticabstain",
-    thresholds: ThresholdsOption = "0,1,2,3,4",
-    wrong_penalty: PenaltyOption = 1.0,
-    ece_bins: BinsOption = 10,
+    protocol_option: ProtocolOptionsOption = None,
+    figure: FigureOption = True,
     overwrite: OverwriteOption = False,
     variants: Annotated[bool, typer.Option(
-        "--variants", help="ArcticAbstain with --db: the prompt-robustness report (VARIANTS.md) of every "
-                           "recorded prompt variant instead of the paper tables.")] = False,
+        "--variants", help="With --db: the prompt-robustness report (VARIANTS.md) of every recorded prompt variant "
+                           "instead of the protocol's tables (ArcticAbstain's).")] = False,
+    resamples: ResamplesAlias = None,
+    draws: DrawsAlias = None,
+    seed: SeedAlias = None,
+    thresholds: ThresholdsAlias = None,
+    wrong_penalty: PenaltyAlias = None,
+    ece_bins: BinsAlias = None,
 ) -> None:
     """Write TABLES.md, the CSVs, summary.json, checks.json and the figures from responses.
     Abstain-QA and Know2Guess reports are read from the store (--db); re-score files with `score`."""
@@ -115,44 +168,53 @@ def report_command(
     from arcticqa.evaluate.reportio import check_report_folder
 
     check_report_folder(out, overwrite=overwrite)
-
-    if (responses is None) == (db is None):
-        raise ConfigError("give exactly one of --responses FILE or --db URL")
-    if db is not None:
-        db = _existing_db(db)
+    url = _one_source(responses, db)
     chosen = get_protocol(protocol)
-    if variants:
-        if chosen.name != "arcticabstain" or db is None:
-            raise ConfigError("--variants reports ArcticAbstain prompt variants from the store: give --db "
-                              "(and --protocol arcticabstain)")
-        _variants_report(_db_url(db), out, models=model, resamples=resamples, seed=seed, figure=figure)
+    options = ReportOptions(figure=figure, protocol_options=_protocol_options(chosen, protocol_option, {
+        "--resamples": ("resamples", resamples), "--draws": ("draws", draws), "--seed": ("seed", seed),
+        "--thresholds": ("thresholds", thresholds), "--wrong-penalty": ("wrong_penalty", wrong_penalty),
+        "--ece-bins": ("ece_bins", ece_bins)}, command="report"))
+    if variants and url is None:
+        raise ConfigError("--variants reports the prompt variants recorded in the store: give --db")
+    if url is None:
+        assert responses is not None
+        _print_summary(chosen.report_from_published(responses, out, options, models=model))
         return
-    options = ReportOptions(figure=figure, resamples=resamples, draws=draws, seed=seed,
-                            thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty, bins=ece_bins)
-    if responses is not None:
-        summary = chosen.report_from_published(responses, out, options, models=model)
-    else:
-        # imported in the command, not at the top: `arcticqa --help` stays fast
-        from arcticqa.store.db import make_engine
-
-        assert db is not None
-        summary = chosen.report_from_store(make_engine(_db_url(db)), out, options, source=_db_url(db), models=model)
-    _print_summary(summary)
-
-
-def _variants_report(db_url: str, out: Path, *, models: list[str] | None, resamples: int, seed: int,
-                     figure: bool) -> None:
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.evaluate.protocols import ARCTICABSTAIN
-    from arcticqa.evaluate.variants import build_variant_report, variant_summary_lines, write_variant_report
     from arcticqa.store.db import make_engine
 
-    records = ARCTICABSTAIN.records_from_store(make_engine(db_url), models=models, variant=None)
-    report = build_variant_report(records, source=db_url, resamples=resamples, seed=seed, models=models)
-    written = write_variant_report(report, out, figure=figure)
-    for line in variant_summary_lines(report):
-        console.print(line, highlight=False)
-    console.print(f"report written to {written}")
+    engine = make_engine(url)
+    if variants:
+        _print_summary(chosen.report_variants_from_store(engine, out, options, source=url, models=model))
+    else:
+        _print_summary(chosen.report_from_store(engine, out, options, source=url, models=model))
+
+
+@evaluate_app.command("protocols")
+@handle_errors
+def protocols_command(
+    markdown: Annotated[bool, typer.Option(
+        "--markdown", help="Print the options as the Markdown table of docs/evaluation.md.")] = False,
+) -> None:
+    """Every registered protocol: what it measures, what --variants takes, whose inspect_ai logs
+    `score --from-inspect-log` reads, and its -P options with their defaults."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.evaluate.protocols import PROTOCOLS, options_table
+
+    if markdown:
+        console.print(options_table(), highlight=False, end="", soft_wrap=True)
+        return
+    for protocol in PROTOCOLS.values():
+        console.print(f"{protocol.name}: {protocol.summary}", highlight=False)
+        console.print(f"  --variants: {protocol.variants_help}", highlight=False)
+        if protocol.inspect_task:
+            console.print(f"  --from-inspect-log: logs of {protocol.inspect_task}", highlight=False)
+        options = protocol.options_model.documented()
+        if not options:
+            console.print("  no -P options", highlight=False)
+        for option in options:
+            console.print(f"  -P {option.key}=<{option.value}> (default {option.default}; evaluate "
+                          f"{', '.join(option.commands)}): {option.help}", highlight=False)
 
 
 def _cutoffs(values: list[str]) -> dict[str, date]:
@@ -255,49 +317,65 @@ def _exposure_records(responses: Path | None, db: str | None) -> tuple[list[Resp
     return records, _db_url(db)
 
 
+def _items_file(given: Path | None, *, default: Path | None = None, missing: str, whose: str) -> Path:
+    """The items file a command reads: ``--items``, else its default; none is ``missing`` and a path
+    that is not there is refused naming ``whose`` items they are (both exit 2)."""
+    # imported in the command, not at the top: `arcticqa --help` stays fast
+    from arcticqa.errors import ConfigError, InputError
+
+    path = given or default
+    if path is None:
+        raise ConfigError(missing)
+    if not path.exists():
+        raise InputError(f"items file {whose} not found", path=str(path))
+    return path
+
+
 @evaluate_app.command("score")
 @handle_errors
 def score_command(
     out: OutOption,
     protocol: ProtocolOption = "arcticabstain",
+    protocol_option: ProtocolOptionsOption = None,
     items: Annotated[Path | None, typer.Option(
         "--items", help="Items: release items.jsonl, Abstain-QA or Know2Guess JSONL (with --from-inspect-log: "
                         "default, the release the logged task ran on).")] = None,
     responses: Annotated[Path | None, typer.Option("--responses", help="JSONL of external raw responses.")] = None,
     from_inspect_log: Annotated[list[Path] | None, typer.Option(
-        "--from-inspect-log", help="inspect_ai logs (files or folders; repeatable) of the ArcticAbstain task "
-                                   "arcticqa/integrations/inspect_task.py, instead of --responses.")] = None,
-    resamples: ResamplesOption = 10_000,
-    draws: DrawsOption = 20_000,
-    seed: SeedOption = 7,
+        "--from-inspect-log", help="inspect_ai logs (files or folders; repeatable) of the protocol's inspect task "
+                                   "(ArcticAbstain's: arcticqa/integrations/inspect_task.py), instead of "
+                                   "--responses.")] = None,
     figure: FigureOption = True,
-    thresholds: ThresholdsOption = "0,1,2,3,4",
-    wrong_penalty: PenaltyOption = 1.0,
-    ece_bins: BinsOption = 10,
     overwrite: OverwriteOption = False,
+    resamples: ResamplesAlias = None,
+    draws: DrawsAlias = None,
+    seed: SeedAlias = None,
+    thresholds: ThresholdsAlias = None,
+    wrong_penalty: PenaltyAlias = None,
+    ece_bins: BinsAlias = None,
 ) -> None:
     """Re-score an externally produced run (a responses JSONL, or inspect_ai logs) with the same
     parsers, metrics and report."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.errors import ConfigError, InputError
+    from arcticqa.errors import ConfigError
     from arcticqa.evaluate.protocols import ReportOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
 
     check_report_folder(out, overwrite=overwrite)
 
     chosen = get_protocol(protocol)
-    options = ReportOptions(figure=figure, resamples=resamples, draws=draws, seed=seed,
-                            thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty, bins=ece_bins)
+    options = ReportOptions(figure=figure, protocol_options=_protocol_options(chosen, protocol_option, {
+        "--resamples": ("resamples", resamples), "--draws": ("draws", draws), "--seed": ("seed", seed),
+        "--thresholds": ("thresholds", thresholds), "--wrong-penalty": ("wrong_penalty", wrong_penalty),
+        "--ece-bins": ("ece_bins", ece_bins)}, command="score"))
     if (responses is None) == (not from_inspect_log):
         raise ConfigError("give exactly one of --responses FILE or --from-inspect-log LOG")
     if from_inspect_log:
         _print_summary(_score_inspect_logs(chosen, from_inspect_log, items, out, options))
         return
     assert responses is not None
-    if items is None:
-        raise ConfigError("give --items (the items the responses answer)")
-    if not items.exists():
-        raise InputError(f"items file for --protocol {protocol} not found", path=str(items))
+    items = _items_file(items, missing="give --items (the items the responses answer)",
+                        whose=f"for --protocol {protocol}")
     _print_summary(chosen.score_external(items, responses, out, options))
 
 
@@ -307,10 +385,13 @@ def _score_inspect_logs(chosen: EvalProtocol, logs: list[Path], items: Path | No
     import tempfile
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.errors import ConfigError, InputError
+    from arcticqa.errors import ConfigError
+    from arcticqa.evaluate.protocols import PROTOCOLS
 
-    if chosen.name != "arcticabstain":  # the only protocol shipped as an inspect task
-        raise ConfigError(f"--from-inspect-log reads logs of the ArcticAbstain inspect task, not --protocol {chosen.name}")
+    if chosen.inspect_task is None:
+        tasks = ", ".join(f"{p.name} ({p.inspect_task})" for p in PROTOCOLS.values() if p.inspect_task) or "none"
+        raise ConfigError(f"--from-inspect-log reads the logs of a protocol's inspect_ai task; --protocol "
+                          f"{chosen.name} has none (protocols with one: {tasks})")
     try:  # inspect_ai is an optional extra, so its bridge is imported only when asked for
         # imported in the command, not at the top: `arcticqa --help` stays fast
         from arcticqa.integrations.inspect_log import read_inspect_logs
@@ -318,11 +399,9 @@ def _score_inspect_logs(chosen: EvalProtocol, logs: list[Path], items: Path | No
         raise ConfigError(f"--from-inspect-log needs inspect_ai ({exc.name} is not installed): "
                           'pip install -e ".[inspect]"') from None
     converted = read_inspect_logs(logs)
-    items = items or converted.items
-    if items is None:
-        raise ConfigError("the logs ran on different releases (or name none): give --items")
-    if not items.exists():
-        raise InputError("items file of the logged release not found (give --items)", path=str(items))
+    items = _items_file(items, default=converted.items,
+                        missing="the logs ran on different releases (or name none): give --items",
+                        whose="of the logged release (give --items)")
     with tempfile.TemporaryDirectory(prefix="arcticqa-inspect-") as tmp:
         lines = Path(tmp) / "inspect-responses.jsonl"
         lines.write_text(converted.jsonl(), encoding="utf-8")
@@ -389,45 +468,28 @@ class RunProgress:
         self.out.print(f"  {label}: {done}/{total} calls, {failed} failed, {self._rate(done)}", highlight=False)
 
 
-def _verifier_config(settings: Settings, verifier: str) -> ModelConfig:
-    """The ``[models]`` entry of the open verifier, checked (defined, served over HTTP, key set)."""
-    # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import did_you_mean
-    from arcticqa.errors import ConfigError
-
-    cfg = settings.models.get(verifier)
-    if cfg is None:
-        raise ConfigError(f"open verifier {verifier!r} is not under [models]{did_you_mean(verifier, settings.models)}")
-    if cfg.provider == "offline":  # the rule-based roles judge build outputs, not free-text replies
-        raise ConfigError(f"open verifier {verifier!r}: the offline provider has no open verifier; "
-                          "name a model served over an OpenAI-compatible API")
-    cfg.api_key()  # fail before any call when its key is missing
-    return cfg
-
-
-async def _run_with_verifier(settings: Settings, verifier: str, chosen: EvalProtocol, options: RunOptions,
-                             models: list[EvalModel], engine: Engine, *, resume: bool,
-                             progress: Callable[[str, int, int, int], None]) -> RunResult:
-    """The run with the verifier role answered by the ``[models]`` entry ``verifier``, through the
-    gateway, whose model calls are recorded in the evaluator's store under the run's id."""
+async def _run_with_roles(settings: Settings, roles: dict[str, str], chosen: EvalProtocol, options: RunOptions,
+                          models: list[EvalModel], engine: Engine, *, resume: bool,
+                          progress: Callable[[str, int, int, int], None]) -> RunResult:
+    """The run with the protocol's judge roles (role -> ``[models]`` name, :meth:`EvalProtocol.judge_roles`)
+    answered through the gateway, whose model calls are recorded in the evaluator's store under the
+    run's id."""
     import uuid
     from dataclasses import replace
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.evaluate.open.parse import VERIFIER_ROLE
     from arcticqa.evaluate.runner import run_protocol
     from arcticqa.llm.gateway import Gateway
     from arcticqa.pipeline.ledger import StoreLedger
     from arcticqa.store.store import Store
 
-    _verifier_config(settings, verifier)
     run_id = uuid.uuid4().hex[:12]
     store = Store(engine.url.render_as_string(hide_password=False))
     try:
         ledger = StoreLedger(store, run_id)
-        role_settings = settings.model_copy(update={"roles": {**settings.roles, VERIFIER_ROLE: verifier}})
+        role_settings = settings.model_copy(update={"roles": {**settings.roles, **roles}})
         async with Gateway(role_settings, ledger, ledger=ledger, run_id=run_id) as gateway:
-            return await run_protocol(chosen.live(replace(options, verifier=gateway)), models, engine,
+            return await run_protocol(chosen.live(replace(options, roles=gateway)), models, engine,
                                       resume=resume, run_id=run_id, progress=progress)
     finally:
         store.close()
@@ -444,29 +506,24 @@ def run_command(
     resume: Annotated[bool, typer.Option("--resume", help="Skip cells already recorded.")] = False,
     out: Annotated[Path | None, typer.Option("--out", help="Also write the report here.")] = None,
     protocol: ProtocolOption = "arcticabstain",
+    protocol_option: ProtocolOptionsOption = None,
     variants: Annotated[str | None, typer.Option(
-        "--variants", help="Prompt variants, separated by commas. ArcticAbstain: plan ([evaluate.variants]), a "
-                           "plan FILE.toml, or variant ids (e.g. published,reworded.numbers.last); Abstain-QA: "
-                           "standard | abstain | extreme_abstain (default standard); Know2Guess and open: "
-                           "answer_or_abstain | answer_only | answer_or_abstain_terse (default answer_or_abstain); "
-                           "or prompt files.")] = None,
+        "--variants", help="The protocol's prompt variants (names, ids or prompt files, separated by commas); "
+                           "`arcticqa evaluate protocols` lists what each protocol takes.")] = None,
+    overwrite: OverwriteOption = False,
     variant: Annotated[list[str] | None, typer.Option(
         "--variant", hidden=True, help="Deprecated: one prompt variant (repeatable); use --variants A,B.")] = None,
-    verbal_confidence: Annotated[bool, typer.Option(
-        "--verbal-confidence", help="Abstain-QA: also ask for a confidence 1-5.")] = False,
-    open_verifier: Annotated[str | None, typer.Option(
-        "--open-verifier", help="Open protocol: the [models] name whose model judges the replies the matcher "
-                                "leaves undecided (overrides [evaluate] open_verifier).")] = None,
-    thresholds: ThresholdsOption = "0,1,2,3,4",
-    wrong_penalty: PenaltyOption = 1.0,
-    ece_bins: BinsOption = 10,
-    overwrite: OverwriteOption = False,
+    verbal_confidence: VerbalConfidenceAlias = False,
+    open_verifier: OpenVerifierAlias = None,
+    thresholds: ThresholdsAlias = None,
+    wrong_penalty: PenaltyAlias = None,
+    ece_bins: BinsAlias = None,
 ) -> None:
-    """Run the configured models on every item: ArcticAbstain (both conditions), or --protocol
-    abstainqa / know2guess / open with their prompt variants (no Prefect; see the flow); with an
-    open verifier, the open protocol's undecided replies are judged by it (lower confidence).
-    Every model's endpoint is checked first; progress shows calls done, failed and the rate; a run
-    in which no call got an answer exits 1."""
+    """Run the configured models on every item of the protocol (ArcticAbstain: both conditions; the
+    others: their prompt variants), without Prefect (see the flow); a protocol that asks a judge
+    model (the open protocol's verifier) asks it through the gateway. Every model's endpoint is
+    checked first; progress shows calls done, failed and the rate; a run in which no call got an
+    answer exits 1."""
     import asyncio
     import os
 
@@ -494,36 +551,32 @@ def run_command(
         m.api_key()  # fail before any call when a key is missing
 
     chosen = get_protocol(protocol)
+    protocol_options = _protocol_options(chosen, protocol_option, {
+        "--verbal-confidence": ("verbal_confidence", "true" if verbal_confidence else None),
+        "--open-verifier": ("verifier", open_verifier), "--thresholds": ("thresholds", thresholds),
+        "--wrong-penalty": ("wrong_penalty", wrong_penalty), "--ece-bins": ("ece_bins", ece_bins)}, command="run")
+    chosen_variants: tuple[str, ...] = ()
     if variant:
         err_console.print(f"warning: --variant is deprecated; use --variants {','.join(variant)}", style="yellow",
                           highlight=False)
-    chosen_variants = tuple(variant or ())
+        chosen_variants += chosen.resolve_variants(",".join(variant), settings)
     if variants is not None:
-        if chosen.name == "arcticabstain":
-            # imported in the command, not at the top: `arcticqa --help` stays fast
-            from arcticqa.evaluate.variants import resolve_variants
-
-            chosen_variants += tuple(resolve_variants(variants, settings.variants))
-        else:
-            named = tuple(part.strip() for part in variants.split(",") if part.strip())
-            if not named:
-                raise ConfigError(f"--variants: give prompt variants of --protocol {chosen.name} separated by commas")
-            chosen_variants += named
+        chosen_variants += chosen.resolve_variants(variants, settings)
     options = RunOptions(items=items_path, trials=trials or settings.trials, eval_set=settings.eval_set,
                          variants=tuple(dict.fromkeys(chosen_variants)), prompt=settings.prompt,
-                         verbal_confidence=verbal_confidence)
+                         protocol_options=protocol_options)
     chosen.live(options)  # reads the items and every prompt: a mistake is exit 2 before a call or a store
-    verifier = open_verifier or settings.open_verifier
-    _check_model_endpoints(models, _verifier_config(full, verifier) if verifier else None)
+    roles = chosen.judge_roles(protocol_options, full)
+    _check_model_endpoints(models, [(f"the {role} role", full.models[name]) for role, name in roles.items()])
     db_url = _db_url(db) if db else settings.db_url
     engine = make_engine(db_url)
 
     with RunProgress(console) as progress:
-        if verifier is None:
+        if not roles:
             result = asyncio.run(run_protocol(chosen.live(options), models, engine, resume=resume, progress=progress))
         else:
-            result = asyncio.run(_run_with_verifier(full, verifier, chosen, options, models, engine, resume=resume,
-                                                    progress=progress))
+            result = asyncio.run(_run_with_roles(full, roles, chosen, options, models, engine, resume=resume,
+                                                 progress=progress))
     _print_run(result)
     if result.all_failed:
         # imported in the command, not at the top: `arcticqa --help` stays fast
@@ -535,27 +588,20 @@ def run_command(
         raise LLMTransportError(f"none of the {result.called} calls of this run got an answer (model {label}: "
                                 f"{error}); nothing was recorded: fix the endpoint (`arcticqa doctor`) and run "
                                 "again")
-    if out is not None and variants is not None and chosen.name == "arcticabstain":
-        # a variants run: the robustness report of its models
-        _variants_report(db_url, out, models=[m.label for m in models], resamples=10_000, seed=7, figure=True)
-    elif out is not None:
-        labels = [m.label for m in models]
-        _print_summary(chosen.report_from_store(
-            engine, out, ReportOptions(thresholds=_thresholds(thresholds), wrong_penalty=wrong_penalty,
-                                       bins=ece_bins),
-            source=str(engine.url), models=labels, in_given_order=True))
+    if out is not None:
+        _print_summary(chosen.report_run(engine, out, ReportOptions(protocol_options=protocol_options), options,
+                                         source=str(engine.url), models=[m.label for m in models]))
 
 
-def _check_model_endpoints(models: list[EvalModel], verifier: ModelConfig | None) -> None:
-    """Every model's endpoint (and the open verifier's) answers, before any store is opened or any
-    call is made: an unreachable base_url is one line and exit 1, not minutes of retries."""
+def _check_model_endpoints(models: list[EvalModel], judges: list[tuple[str, ModelConfig]]) -> None:
+    """Every model's endpoint (and each judge role's: ``(what, config)``) answers, before any store is
+    opened or any call is made: an unreachable base_url is one line and exit 1, not minutes of retries."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.pipeline.preflight import OPENAI_URL, Endpoint, check_endpoints
 
     found: dict[str, Endpoint] = {}
     named: list[tuple[str, ModelConfig]] = [(f"model {m.label}", m) for m in models]
-    if verifier is not None and verifier.provider == "openai":
-        named.append(("the open verifier", verifier))
+    named += [(what, cfg) for what, cfg in judges if cfg.provider == "openai"]
     for what, cfg in named:
         base = (cfg.base_url or OPENAI_URL).rstrip("/")
         found.setdefault(base, Endpoint(f"the endpoint {base} of {what}", f"{base}/models", cfg.api_key_env or None))
@@ -589,18 +635,12 @@ def policies_command(
     import tempfile
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import did_you_mean
-    from arcticqa.errors import ConfigError, InputError
-    from arcticqa.evaluate.policies import run_open_reference_policies, run_reference_policies
+    from arcticqa.errors import InputError
+    from arcticqa.evaluate.policies import check_policy_run, run_policies
     from arcticqa.evaluate.reportio import check_report_folder
 
     check_report_folder(out, overwrite=overwrite)
-    served = ("arcticabstain", "open")  # the protocols the reference policies answer
-    if protocol not in served:
-        raise ConfigError(f"--protocol {protocol}: the reference policies answer {' and '.join(served)}"
-                          f"{did_you_mean(protocol, served)}")
-    if variants is not None and protocol != "arcticabstain":
-        raise ConfigError("--variants asks ArcticAbstain prompt variants: leave out --protocol open")
+    check_policy_run(protocol, variants=variants)
     if not items.is_file():
         raise InputError("items file not found", path=str(items))
     with tempfile.TemporaryDirectory(prefix="arcticqa-policies-") as scratch:
@@ -608,22 +648,5 @@ def policies_command(
         kept = f"responses kept in {db}" if db is not None else "responses not kept (--db STORE keeps them)"
         console.print(f"reference policies on {items}: --protocol {protocol}, eval set {eval_set}, {trials} "
                       f"trial{'s' if trials != 1 else ''}; {kept}", highlight=False, soft_wrap=True)
-        if variants is not None:
-            # imported in the command, not at the top: `arcticqa --help` stays fast
-            from arcticqa.config import VariantPlanSettings
-            from arcticqa.evaluate import variants as plans
-
-            ids = plans.resolve_variants(variants, VariantPlanSettings())
-            report = asyncio.run(plans.run_policy_variants(items, out, db_url=db_url, variants=ids, trials=trials,
-                                                           eval_set=eval_set))
-            for line in plans.variant_summary_lines(report):
-                console.print(line, highlight=False)
-            console.print(f"report written to {out}")
-            return
-        if protocol == "open":
-            summary = asyncio.run(run_open_reference_policies(items, out, db_url=db_url, trials=trials,
-                                                              eval_set=eval_set, ask_mc=True))
-            _print_summary(summary)
-            return
-        paths = asyncio.run(run_reference_policies(items, out, db_url=db_url, trials=trials, eval_set=eval_set))
-        console.print(f"report written to {paths.out_dir}")
+        _print_summary(asyncio.run(run_policies(protocol, items, out, db_url=db_url, trials=trials,
+                                                eval_set=eval_set, variants=variants)))

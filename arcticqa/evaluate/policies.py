@@ -20,7 +20,8 @@ open prompt is the same in every trial, so is the reply);
 
 :func:`run_reference_policies` runs them through the real runner and writes the report;
 :func:`run_open_reference_policies` does the same with the open protocol, and
-:func:`run_policy_variants` with ArcticAbstain's prompt variants (the variants report).
+:func:`run_policy_variants` with ArcticAbstain's prompt variants (the variants report);
+:func:`run_policies` picks one of them for ``arcticqa evaluate policies``.
 """
 
 from __future__ import annotations
@@ -32,12 +33,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from arcticqa.config import EvalModel
+from arcticqa.config import EvalModel, VariantPlanSettings, did_you_mean
+from arcticqa.errors import ConfigError
 from arcticqa.evaluate.arcticabstain import ARCTICABSTAIN
 from arcticqa.evaluate.arcticabstain.items import EvalItem, load_items
 from arcticqa.evaluate.arcticabstain.prompt import DEFAULT_PROMPT_PATH
 from arcticqa.evaluate.arcticabstain.report import ReportPaths, StatsSettings, build_report, write_report
-from arcticqa.evaluate.arcticabstain.variants import VariantReport, build_variant_report, write_variant_report
+from arcticqa.evaluate.arcticabstain.variants import (
+    VariantReport,
+    build_variant_report,
+    resolve_variants,
+    variant_summary_lines,
+    write_variant_report,
+)
 from arcticqa.evaluate.open import OPEN
 from arcticqa.evaluate.open.report import build_open_report
 from arcticqa.evaluate.recorded import load_protocol_rows
@@ -52,9 +60,11 @@ if TYPE_CHECKING:
 
 __all__ = ["REFERENCE_POLICIES", "OPEN_ABSTENTION", "parse_prompt", "open_question", "policy_responder", "gold_map",
            "open_answers", "design_records", "run_reference_policies", "run_open_reference_policies",
-           "run_policy_variants"]
+           "run_policy_variants", "POLICY_PROTOCOLS", "check_policy_run", "run_policies"]
 
 REFERENCE_POLICIES: tuple[str, ...] = ("always-abstain", "first-option", "random", "oracle")
+#: the protocols the reference policies answer (``evaluate policies --protocol``)
+POLICY_PROTOCOLS: tuple[str, ...] = ("arcticabstain", "open")
 ABSTAIN_TEXT = "I abstain from answering"
 #: what every policy says when it abstains in its own words (the open protocol)
 OPEN_ABSTENTION = "I don't know."
@@ -265,3 +275,31 @@ async def run_policy_variants(items_path: Path | str, out_dir: Path | str, *, db
     report = build_variant_report(records, source="the reference policies", models=list(policies))
     write_variant_report(report, out_dir)
     return report
+
+
+def check_policy_run(protocol: str, *, variants: str | None = None) -> None:
+    """Refuse, before anything is read, a run the reference policies cannot answer: another protocol,
+    or prompt variants of the open protocol (exit 2)."""
+    if protocol not in POLICY_PROTOCOLS:
+        raise ConfigError(f"--protocol {protocol}: the reference policies answer {' and '.join(POLICY_PROTOCOLS)}"
+                          f"{did_you_mean(protocol, POLICY_PROTOCOLS)}")
+    if variants is not None and protocol != "arcticabstain":
+        raise ConfigError("--variants asks ArcticAbstain prompt variants: leave out --protocol open")
+
+
+async def run_policies(protocol: str, items_path: Path | str, out_dir: Path | str, *, db_url: str, trials: int = 3,
+                       eval_set: str = "arcticqa", variants: str | None = None) -> ReportSummary:
+    """``arcticqa evaluate policies``: the reference policies through ``protocol`` (ArcticAbstain's
+    paper tables; with ``variants`` its prompt-variants report; the open protocol paired with the
+    ArcticAbstain answers it asks too), and the report's console summary."""
+    check_policy_run(protocol, variants=variants)
+    if variants is not None:
+        ids = resolve_variants(variants, VariantPlanSettings())
+        report = await run_policy_variants(items_path, out_dir, db_url=db_url, variants=ids, trials=trials,
+                                           eval_set=eval_set)
+        return ReportSummary(Path(out_dir), variant_summary_lines(report))
+    if protocol == "open":
+        return await run_open_reference_policies(items_path, out_dir, db_url=db_url, trials=trials, eval_set=eval_set,
+                                                 ask_mc=True)
+    paths = await run_reference_policies(items_path, out_dir, db_url=db_url, trials=trials, eval_set=eval_set)
+    return ReportSummary(paths.out_dir, [])

@@ -4,8 +4,13 @@ Two layers:
 
 - :class:`EvalProtocol` is what the CLI and the flows see: ``live`` (the planned calls of a run and
   the store row of each reply), ``score_external`` (an externally produced run), ``report_from_store``
-  and ``report_from_published``. They look a protocol up in the registry
-  (:mod:`arcticqa.evaluate.protocols`) and call these methods, never a per-protocol branch.
+  and ``report_from_published``, plus what a protocol decides for itself: its options
+  (:attr:`~EvalProtocol.options_model`, a :class:`ProtocolOptions` model the CLI fills from
+  ``-P KEY=VALUE``, as inspect_ai's ``-T`` fills a task's arguments), what ``--variants`` means
+  (``resolve_variants``), the model-judged roles a run asks (``judge_roles``), the report after a run
+  (``report_run``), a prompt-variants report (``report_variants_from_store``) and the inspect_ai task
+  whose logs it scores (``inspect_task``). The CLI looks a protocol up in the registry
+  (:mod:`arcticqa.evaluate.protocols`) and calls these, never a per-protocol branch or flag.
 - :class:`ProtocolBase` implements that surface once, from hooks every bundled protocol supplies from
   its own subpackage, whose modules carry the same names (``items``, ``prompt``, ``parse``, ``records``,
   ``metrics``, ``report``): load items, plan the calls, turn a reply into a record and a store row, read
@@ -17,15 +22,18 @@ Two layers:
 
 from __future__ import annotations
 
+import types
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
+from pydantic import BaseModel, ConfigDict, ValidationError
 from sqlalchemy.engine import Engine
 
-from arcticqa.config import EvalModel
+from arcticqa.config import EvalModel, EvaluateSettings, Settings, did_you_mean
 from arcticqa.errors import ConfigError, InputError
 from arcticqa.evaluate.external import CellGuard, ExternalLine, external_lines
 from arcticqa.evaluate.recorded import load_protocol_rows
@@ -33,33 +41,125 @@ from arcticqa.evaluate.runner import LiveProtocol, ProtocolCall
 from arcticqa.llm.chat import ChatOutcome
 from arcticqa.llm.types import RoleClient
 
-__all__ = ["EvalProtocol", "ProtocolBase", "ReportOptions", "RunOptions", "ReportSummary", "ScoredRecord",
-           "DEFAULT_EVAL_SET"]
+__all__ = ["EvalProtocol", "ProtocolBase", "ProtocolOptions", "OptionDoc", "ReportOptions", "RunOptions",
+           "ReportSummary", "ScoredRecord", "DEFAULT_EVAL_SET", "COMMANDS"]
 
 #: ``[evaluate] eval_set``'s default; external runs are scored against it
 DEFAULT_EVAL_SET = "arcticqa"
 
 
+#: the commands that take a protocol's options (``-P KEY=VALUE``)
+COMMANDS: tuple[str, ...] = ("run", "report", "score")
+
+
+class ProtocolOptions(BaseModel):
+    """A protocol's own options, set with ``evaluate run|report|score -P KEY=VALUE`` as inspect_ai's
+    ``-T`` sets a task's arguments. Each protocol subclasses it (:attr:`EvalProtocol.options_model`)
+    with typed fields: a field's default is the protocol's default and its description is its help
+    (``arcticqa evaluate protocols`` and the table in docs/evaluation.md are made from them).
+    :attr:`RUN_ONLY` names the fields only a live run reads; the others concern the report, which
+    ``evaluate run --out`` writes too."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: fields only ``evaluate run`` reads (``report`` and ``score`` refuse them)
+    RUN_ONLY: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def of(cls, given: ProtocolOptions | None) -> Self:
+        """``given`` as these options (None: every default)."""
+        if given is None:
+            return cls()
+        if not isinstance(given, cls):
+            raise ConfigError(f"{type(given).__name__} given where {cls.__name__} are expected")
+        return given
+
+    @classmethod
+    def commands_of(cls, key: str) -> tuple[str, ...]:
+        """The commands whose runs read option ``key``."""
+        return ("run",) if key in cls.RUN_ONLY else COMMANDS
+
+    @classmethod
+    def from_pairs(cls, protocol: str, pairs: Mapping[str, str], *, command: str) -> Self:
+        """Validate ``-P KEY=VALUE`` pairs given to ``evaluate <command> --protocol <protocol>``: an unknown
+        key, a key the command does not read or a bad value is a :class:`ConfigError` (exit 2) naming
+        the protocol, the key and the protocol's options."""
+        known = list(cls.model_fields)
+        allowed = f"options of {protocol}: {', '.join(known)}" if known else f"{protocol} has no options"
+        for key in pairs:
+            if key not in cls.model_fields:
+                raise ConfigError(f"-P {key}: --protocol {protocol} has no option {key!r}"
+                                  f"{did_you_mean(key, known)} ({allowed})")
+            if command not in cls.commands_of(key):
+                raise ConfigError(f"-P {key}: an option of --protocol {protocol} that only "
+                                  f"{' and '.join(f'evaluate {c}' for c in cls.commands_of(key))} reads ({allowed})")
+        try:
+            return cls.model_validate(dict(pairs))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = str(first["loc"][0]) if first["loc"] else "?"
+            message = first["msg"].removeprefix("Value error, ")
+            raise ConfigError(f"-P {key}={pairs.get(key, '')}: --protocol {protocol}: {message} ({allowed})") from None
+
+    @classmethod
+    def documented(cls) -> list[OptionDoc]:
+        """Every option as the docs and ``evaluate protocols`` show it."""
+        return [OptionDoc(key=key, value=_value_kind(spec.annotation), default=_shown(spec.default),
+                          commands=cls.commands_of(key), help=spec.description or "")
+                for key, spec in cls.model_fields.items()]
+
+
+@dataclass(frozen=True)
+class OptionDoc:
+    """One protocol option as documented: its key, the kind of value, its default, the commands
+    that read it and its help."""
+
+    key: str
+    value: str
+    default: str
+    commands: tuple[str, ...]
+    help: str
+
+
+def _value_kind(annotation: Any) -> str:
+    if annotation is bool:
+        return "true/false"
+    if annotation is int:
+        return "integer"
+    if annotation is float:
+        return "number"
+    if annotation is str:
+        return "text"
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):  # an optional value: its default says what none means
+        return " or ".join(_value_kind(a) for a in args if a is not type(None))
+    if origin is tuple:
+        return f"{_value_kind(args[0])}s separated by commas"
+    return str(annotation)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
 @dataclass(frozen=True)
 class ReportOptions:
-    """Report options; each protocol reads the ones that concern it."""
+    """Report options: the figure, and the protocol's own options (None: its defaults)."""
 
     figure: bool = True
-    #: ArcticAbstain: bootstrap resamples, sign-flip permutation draws and their seed
-    resamples: int = 10_000
-    draws: int = 20_000
-    seed: int = 7
-    #: Abstain-QA verbal-confidence thresholds (an answer with confidence <= t becomes IDK/NOTA)
-    thresholds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    #: Know2Guess cost-sensitive reliability: the score of a wrong answer is -wrong_penalty
-    wrong_penalty: float = 1.0
-    #: Know2Guess ECE bins
-    bins: int = 10
+    protocol_options: ProtocolOptions | None = None
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """What a live run plans from: the items file, prompt variants (or prompt file) and trials."""
+    """What a live run plans from: the items file, prompt variants (or prompt file), trials and the
+    protocol's own options."""
 
     #: the items file; None when the items are handed to :meth:`EvalProtocol.live` in memory
     items: Path | None = None
@@ -69,11 +169,11 @@ class RunOptions:
     variants: tuple[str, ...] = ()
     #: ArcticAbstain's prompt file ([evaluate] prompt); None means the bundled one
     prompt: Path | None = None
-    #: Abstain-QA: also ask for a confidence 1-5
-    verbal_confidence: bool = False
-    #: the open protocol: the role client that asks the verifier role about undecided replies
-    #: (None: they stay undecided); the other protocols ignore it
-    verifier: RoleClient | None = None
+    #: the protocol's own options (None: its defaults)
+    protocol_options: ProtocolOptions | None = None
+    #: the role client that answers the roles :meth:`EvalProtocol.judge_roles` named (the open
+    #: protocol's verifier); None: they are not asked
+    roles: RoleClient | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +190,29 @@ class EvalProtocol(ABC):
 
     name: str
     summary: str
+    #: the protocol's own options (``-P KEY=VALUE``)
+    options_model: type[ProtocolOptions] = ProtocolOptions
+    #: what ``evaluate run --variants`` takes for this protocol (``evaluate protocols`` shows it)
+    variants_help: str = "prompt variant names or prompt files, separated by commas"
+    #: the inspect_ai task whose logs ``evaluate score --from-inspect-log`` scores as this
+    #: protocol's responses (None: the protocol has none)
+    inspect_task: str | None = None
+
+    def parse_options(self, pairs: Mapping[str, str], *, command: str) -> ProtocolOptions:
+        """The protocol's options from ``-P KEY=VALUE`` pairs (a named ConfigError otherwise)."""
+        return self.options_model.from_pairs(self.name, pairs, command=command)
+
+    def resolve_variants(self, value: str, settings: EvaluateSettings) -> tuple[str, ...]:
+        """``--variants``: the prompt variants (or prompt files) it names, in order, each once."""
+        named = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
+        if not named:
+            raise ConfigError(f"--variants: give prompt variants of --protocol {self.name} separated by commas")
+        return named
+
+    def judge_roles(self, options: ProtocolOptions | None, settings: Settings) -> dict[str, str]:
+        """The gateway roles a live run asks besides the models under evaluation (role -> ``[models]``
+        name), each checked (defined, served over HTTP, key set); none by default."""
+        return {}
 
     @abstractmethod
     def live(self, options: RunOptions, items: Sequence[Any] | None = None) -> LiveProtocol:
@@ -112,6 +235,19 @@ class EvalProtocol(ABC):
                               models: Sequence[str] | None = None) -> ReportSummary:
         """Write the report of a published responses file (only ArcticAbstain publishes one)."""
         raise ConfigError(f"--protocol {self.name}: give --db; re-score response files with `evaluate score`")
+
+    def report_variants_from_store(self, engine: Engine, out: Path, options: ReportOptions, *, source: str,
+                                   models: Sequence[str] | None = None) -> ReportSummary:
+        """Write the prompt-robustness report of every prompt variant recorded in the store
+        (``evaluate report --variants``); only ArcticAbstain has one."""
+        raise ConfigError(f"--variants reports ArcticAbstain prompt variants: --protocol {self.name} has no "
+                          "prompt-variants report (its report from --db has a row per variant)")
+
+    def report_run(self, engine: Engine, out: Path, options: ReportOptions, run: RunOptions, *, source: str,
+                   models: Sequence[str]) -> ReportSummary:
+        """The report ``evaluate run --out`` writes after ``run``: the store's report of its models,
+        in the run's order."""
+        return self.report_from_store(engine, out, options, source=source, models=models, in_given_order=True)
 
 
 class ScoredRecord(Protocol):

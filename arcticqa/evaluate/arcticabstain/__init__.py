@@ -7,9 +7,14 @@ store, published and external files (:mod:`.records`); the metrics (:mod:`.metri
 reproducing the published v1 analysis (:mod:`.report`). It is the only protocol whose published
 responses file can be reported on directly.
 
-``RunOptions.variants`` names prompt variants (:func:`.prompt.parse_variant_id`); without any a run
-asks with the published prompt alone. Reports from the store read the reference variant's rows
-unless told otherwise, so the paper tables never mix prompts.
+``RunOptions.variants`` names prompt variants (:func:`.prompt.parse_variant_id`; ``--variants``
+also takes ``plan`` or a plan file, :func:`.variants.resolve_variants`); without any a run asks with
+the published prompt alone. Reports from the store read the reference variant's rows unless told
+otherwise, so the paper tables never mix prompts; the prompt-robustness report compares every
+variant (:mod:`.variants`), and a run that asked variants writes it.
+
+Options (:class:`ArcticAbstainOptions`, ``-P KEY=VALUE``): the published statistics' bootstrap
+resamples, sign-flip draws and seed.
 
 External response lines (JSONL, one object each)::
 
@@ -26,24 +31,40 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
 from sqlalchemy.engine import Engine
 
-from arcticqa.config import EvalModel
+from arcticqa.config import EvalModel, EvaluateSettings
 from arcticqa.errors import ConfigError
-from arcticqa.evaluate.arcticabstain import items, metrics, parse, prompt, records, report
+from arcticqa.evaluate.arcticabstain import items, metrics, parse, prompt, records, report, variants
 from arcticqa.evaluate.arcticabstain.items import EvalItem
 from arcticqa.evaluate.arcticabstain.prompt import Call
 from arcticqa.evaluate.arcticabstain.records import ResponseRecord
 from arcticqa.evaluate.arcticabstain.report import Report, StatsSettings
 from arcticqa.evaluate.external import ExternalLine
-from arcticqa.evaluate.shape import ProtocolBase, ReportOptions, ReportSummary, RunOptions
+from arcticqa.evaluate.shape import ProtocolBase, ProtocolOptions, ReportOptions, ReportSummary, RunOptions
 from arcticqa.llm.chat import ChatOutcome
 
-__all__ = ["ArcticAbstain", "ARCTICABSTAIN", "items", "metrics", "parse", "prompt", "records", "report"]
+__all__ = ["ArcticAbstain", "ArcticAbstainOptions", "ARCTICABSTAIN", "items", "metrics", "parse", "prompt",
+           "records", "report", "variants"]
+
+_PUBLISHED = StatsSettings()
+
+
+class ArcticAbstainOptions(ProtocolOptions):
+    """ArcticAbstain's options: the draws of the published statistics (its tables and the
+    prompt-variants report); the defaults are the published procedure's."""
+
+    resamples: int = Field(_PUBLISHED.resamples, ge=1,
+                           description="Bootstrap resamples of the confidence intervals (the paper tables and the "
+                                       "prompt-variants report).")
+    draws: int = Field(_PUBLISHED.draws, ge=1, description="Sign-flip permutation draws of the condition-shift test.")
+    seed: int = Field(_PUBLISHED.seed, description="Seed of the bootstrap and permutation draws.")
 
 
 def _stats(options: ReportOptions) -> StatsSettings:
-    return StatsSettings(resamples=options.resamples, draws=options.draws, seed=options.seed)
+    chosen = ArcticAbstainOptions.of(options.protocol_options)
+    return StatsSettings(resamples=chosen.resamples, draws=chosen.draws, seed=chosen.seed)
 
 
 class ArcticAbstain(ProtocolBase[EvalItem, Call, ResponseRecord, Report]):
@@ -53,6 +74,13 @@ class ArcticAbstain(ProtocolBase[EvalItem, Call, ResponseRecord, Report]):
     summary = "paired answer-present/answer-absent abstention (ArcticQA v1)"
     question_id_fields = ("item_id", "question_id")
     row_columns = records.ROW_COLUMNS
+    options_model = ArcticAbstainOptions
+    variants_help = ("plan ([evaluate.variants]), a plan FILE.toml, or variant ids separated by commas "
+                     "(published,reworded.numbers.last); default: the published prompt alone")
+    inspect_task = "arcticqa/integrations/inspect_task.py"
+
+    def resolve_variants(self, value: str, settings: EvaluateSettings) -> tuple[str, ...]:
+        return tuple(variants.resolve_variants(value, settings.variants))
 
     def load_items(self, path: Path, *, eval_set: str) -> list[EvalItem]:
         # an item's eval set enters its option order at planning (its own eval_set_id first)
@@ -114,6 +142,22 @@ class ArcticAbstain(ProtocolBase[EvalItem, Call, ResponseRecord, Report]):
         built = report.build_report(kept, settings=_stats(options), source=str(responses),
                                     disagreements=disagreements)
         return self.report_summary(built, self.write_report(built, out, options))
+
+    def report_variants_from_store(self, engine: Engine, out: Path, options: ReportOptions, *, source: str,
+                                   models: Sequence[str] | None = None) -> ReportSummary:
+        stats = _stats(options)
+        found = self.records_from_store(engine, models=models, variant=None)
+        built = variants.build_variant_report(found, source=source, resamples=stats.resamples, seed=stats.seed,
+                                              models=models)
+        written = variants.write_variant_report(built, out, figure=options.figure)
+        return ReportSummary(written, variants.variant_summary_lines(built))
+
+    def report_run(self, engine: Engine, out: Path, options: ReportOptions, run: RunOptions, *, source: str,
+                   models: Sequence[str]) -> ReportSummary:
+        # a run that asked prompt variants is reported across them; otherwise the paper tables
+        if run.variants:
+            return self.report_variants_from_store(engine, out, options, source=source, models=models)
+        return super().report_run(engine, out, options, run, source=source, models=models)
 
 
 ARCTICABSTAIN = ArcticAbstain()

@@ -4,6 +4,8 @@ Items (:mod:`.items`), prompt variants ``answer_or_abstain``, ``answer_only`` an
 ``answer_or_abstain_terse`` (:mod:`.prompt`), the strict and robust parsers and exact-match grading
 (:mod:`.parse`), records (:mod:`.records`), reliability, ECE and cost-sensitive reliability
 (:mod:`.metrics`) and the report per zone and contamination risk (:mod:`.report`).
+
+Options (:class:`Know2GuessOptions`, ``-P KEY=VALUE``): the report's ``wrong_penalty`` and ``ece_bins``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from arcticqa.config import EvalModel
 from arcticqa.evaluate.external import ExternalLine
 from arcticqa.evaluate.know2guess import items, metrics, parse, prompt, records, report
@@ -19,10 +23,19 @@ from arcticqa.evaluate.know2guess.items import Know2GuessItem
 from arcticqa.evaluate.know2guess.prompt import Know2GuessCall
 from arcticqa.evaluate.know2guess.records import Know2GuessRecord
 from arcticqa.evaluate.know2guess.report import Know2GuessReport
-from arcticqa.evaluate.shape import ProtocolBase, ReportOptions, ReportSummary, RunOptions
+from arcticqa.evaluate.shape import ProtocolBase, ProtocolOptions, ReportOptions, ReportSummary, RunOptions
 from arcticqa.llm.chat import ChatOutcome
 
-__all__ = ["Know2Guess", "KNOW2GUESS", "items", "metrics", "parse", "prompt", "records", "report"]
+__all__ = ["Know2Guess", "Know2GuessOptions", "KNOW2GUESS", "items", "metrics", "parse", "prompt", "records",
+           "report"]
+
+
+class Know2GuessOptions(ProtocolOptions):
+    """Know2Guess's options (its report's)."""
+
+    wrong_penalty: float = Field(1.0, ge=0.0, description="Cost-sensitive reliability: +1 per correct action, "
+                                                          "-penalty per wrong answer (any answer on zone D).")
+    ece_bins: int = Field(10, ge=1, description="Equal-width bins of the expected calibration error (ECE).")
 
 
 class Know2Guess(ProtocolBase[Know2GuessItem, Know2GuessCall, Know2GuessRecord, Know2GuessReport]):
@@ -30,6 +43,9 @@ class Know2Guess(ProtocolBase[Know2GuessItem, Know2GuessCall, Know2GuessRecord, 
 
     name = "know2guess"
     summary = "Know2Guess: open-ended answer-or-abstain with zones A-D"
+    options_model = Know2GuessOptions
+    variants_help = (f"{' | '.join(prompt.VARIANTS)} (default answer_or_abstain) or prompt files, "
+                     "separated by commas")
 
     def load_items(self, path: Path, *, eval_set: str) -> list[Know2GuessItem]:
         return items.load_know2guess_items(path)
@@ -55,8 +71,9 @@ class Know2Guess(ProtocolBase[Know2GuessItem, Know2GuessCall, Know2GuessRecord, 
     def build_report(self, records: Sequence[Know2GuessRecord], options: ReportOptions, *, source: str,
                      models: Sequence[str] | None = None) -> Know2GuessReport:
         # groups are sorted by model id and variant, whatever the order asked for
-        return report.build_know2guess_report(records, source=source, wrong_penalty=options.wrong_penalty,
-                                              bins=options.bins)
+        chosen = Know2GuessOptions.of(options.protocol_options)
+        return report.build_know2guess_report(records, source=source, wrong_penalty=chosen.wrong_penalty,
+                                              bins=chosen.ece_bins)
 
     def write_report(self, report_: Know2GuessReport, out: Path, options: ReportOptions) -> Path:
         return report.write_know2guess_report(report_, out, figure=options.figure)

@@ -6,8 +6,10 @@ deterministic answer matcher (:mod:`.parse`) into records (:mod:`.records`); acc
 R-Acc and the pairing with the multiple-choice answer-present condition (:mod:`.metrics`) make the
 report (:mod:`.report`). A report from the store pairs with the ArcticAbstain responses recorded there
 (read from the shared table, :func:`.records.mc_responses_from_store`).
-With ``RunOptions.verifier`` a live run asks the verifier role about each reply the matcher leaves
-undecided, before the row is stored (:func:`.records.verify_row`).
+Options (:class:`OpenOptions`, ``-P KEY=VALUE``): ``verifier``, the ``[models]`` entry that answers the
+verifier role (default ``[evaluate] open_verifier``). With one, :meth:`OpenProtocol.judge_roles` names
+the role and a live run given its client (``RunOptions.roles``) asks it about each reply the matcher
+leaves undecided, before the row is stored (:func:`.records.verify_row`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
 from sqlalchemy.engine import Engine
 
-from arcticqa.config import EvalModel
+from arcticqa.config import EvalModel, Settings, did_you_mean
 from arcticqa.errors import ConfigError
 from arcticqa.evaluate.external import ExternalLine
 from arcticqa.evaluate.open import items, metrics, parse, prompt, records, report
@@ -28,10 +31,20 @@ from arcticqa.evaluate.open.prompt import OpenCall
 from arcticqa.evaluate.open.records import OpenRecord
 from arcticqa.evaluate.open.report import OpenReport
 from arcticqa.evaluate.runner import LiveProtocol
-from arcticqa.evaluate.shape import ProtocolBase, ReportOptions, ReportSummary, RunOptions
+from arcticqa.evaluate.shape import ProtocolBase, ProtocolOptions, ReportOptions, ReportSummary, RunOptions
 from arcticqa.llm.chat import ChatOutcome
 
-__all__ = ["OpenProtocol", "OPEN", "items", "metrics", "parse", "prompt", "records", "report"]
+__all__ = ["OpenProtocol", "OpenOptions", "OPEN", "items", "metrics", "parse", "prompt", "records", "report"]
+
+
+class OpenOptions(ProtocolOptions):
+    """The open protocol's options."""
+
+    RUN_ONLY = frozenset({"verifier"})
+
+    verifier: str | None = Field(None, description="The [models] entry whose model judges the replies the matcher "
+                                                   "leaves undecided (default: [evaluate] open_verifier; none: they "
+                                                   "stay undecided).")
 
 
 class OpenProtocol(ProtocolBase[EvalItem, OpenCall, OpenRecord, OpenReport]):
@@ -40,10 +53,25 @@ class OpenProtocol(ProtocolBase[EvalItem, OpenCall, OpenRecord, OpenReport]):
     name = "open"
     summary = "Open-ended: no options, answer briefly or abstain in your own words"
     question_id_fields = ("item_id", "question_id")
+    options_model = OpenOptions
+    variants_help = f"{' | '.join(prompt.VARIANTS)} (the default) or prompt files, separated by commas"
+
+    def judge_roles(self, options: ProtocolOptions | None, settings: Settings) -> dict[str, str]:
+        name = OpenOptions.of(options).verifier or settings.evaluate.open_verifier
+        if name is None:
+            return {}
+        cfg = settings.models.get(name)
+        if cfg is None:
+            raise ConfigError(f"open verifier {name!r} is not under [models]{did_you_mean(name, settings.models)}")
+        if cfg.provider == "offline":  # the rule-based roles judge build outputs, not free-text replies
+            raise ConfigError(f"open verifier {name!r}: the offline provider has no open verifier; "
+                              "name a model served over an OpenAI-compatible API")
+        cfg.api_key()  # fail before any call when its key is missing
+        return {parse.VERIFIER_ROLE: name}
 
     def live(self, options: RunOptions, items: Sequence[Any] | None = None) -> LiveProtocol:
         live = super().live(options, items)
-        verifier = options.verifier
+        verifier = options.roles
         if verifier is None:
             return live
 
