@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from arcticqa.config import EvalModel, ModelConfig, Settings
     from arcticqa.evaluate.arcticabstain.records import ResponseRecord
+    from arcticqa.evaluate.arcticabstain.report import StatsSettings
     from arcticqa.evaluate.protocols import EvalProtocol, ReportOptions, ReportSummary, RunOptions
     from arcticqa.evaluate.runner import RunResult
     from arcticqa.evaluate.shape import ProtocolOptions
@@ -41,9 +42,14 @@ app.add_typer(evaluate_app, name="evaluate")
 
 OutOption = Annotated[Path, typer.Option("--out", help="Report folder (new or empty; --overwrite replaces an "
                                                        "earlier report there, never other files).")]
-ResamplesOption = Annotated[int, typer.Option("--resamples", min=1, help="Bootstrap resamples.")]
-DrawsOption = Annotated[int, typer.Option("--draws", min=1, help="Sign-flip permutation draws.")]
-SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the bootstrap and permutation draws.")]
+# ArcticAbstain's statistics, for the commands that are its own views (exposure): None is the published
+# analysis's (StatsSettings, the defaults of ArcticAbstain's -P options too)
+ResamplesOption = Annotated[int | None, typer.Option(
+    "--resamples", min=1, help="Bootstrap resamples (default: the published analysis's, 10000).")]
+DrawsOption = Annotated[int | None, typer.Option(
+    "--draws", min=1, help="Sign-flip permutation draws (default: the published analysis's, 20000).")]
+SeedOption = Annotated[int | None, typer.Option(
+    "--seed", help="Seed of the bootstrap and permutation draws (default: the published analysis's, 7).")]
 FigureOption = Annotated[bool, typer.Option("--figure/--no-figure", help="Write the figures (PNG and SVG).")]
 ProtocolOption = Annotated[str, typer.Option(
     "--protocol", help="The evaluation protocol (`arcticqa evaluate protocols` lists them and their options).")]
@@ -250,9 +256,9 @@ def exposure_command(
     cutoff: Annotated[list[str] | None, typer.Option(
         "--cutoff", help="MODEL=YYYY-MM-DD knowledge cutoff (repeatable; overrides [[evaluate.models]]).")] = None,
     config: ConfigOption = None,
-    resamples: ResamplesOption = 10_000,
-    draws: DrawsOption = 20_000,
-    seed: SeedOption = 7,
+    resamples: ResamplesOption = None,
+    draws: DrawsOption = None,
+    seed: SeedOption = None,
     figure: FigureOption = True,
     overwrite: OverwriteOption = False,
 ) -> None:
@@ -287,7 +293,7 @@ def exposure_command(
                          f"(models: {', '.join(sorted(known))})", path=source)
     dates = exposure.resolve_item_dates({r.item_id for r in records}, items=items_path, item_dates=item_dates)
     exposures = exposure.build_exposure(records, dates.dated, cutoffs,
-                                        settings=StatsSettings(resamples=resamples, draws=draws, seed=seed))
+                                        settings=_stats(StatsSettings(), resamples=resamples, draws=draws, seed=seed))
     figures = [lambda folder: exposure.exposure_figure(exposures, folder / "exposure.png", folder / "exposure.svg",
                                                        note=dates.provenance())] \
         if figure and any(e.split for e in exposures) else []
@@ -295,6 +301,13 @@ def exposure_command(
     write_report_folder(out, texts, figures, overwrite=overwrite)
     console.print(texts["EXPOSURE.md"], highlight=False)
     console.print(f"report written to {out}")
+
+
+def _stats(published: StatsSettings, **given: int | None) -> StatsSettings:
+    """The published statistics with the draws the command was given."""
+    from dataclasses import replace
+
+    return replace(published, **{name: value for name, value in given.items() if value is not None})
 
 
 def _exposure_records(responses: Path | None, db: str | None) -> tuple[list[ResponseRecord], str]:
