@@ -262,3 +262,15 @@ def test_the_protocol_commands_hold_no_protocol_of_their_own() -> None:
     branches = [b for b in ("chosen.name ==", "chosen.name !=", "protocol ==", "protocol !=", "protocol not in",
                             "name in (") if b in source]
     assert branches == []
+
+
+def test_a_variants_report_is_the_protocols_to_write(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    db.write_bytes(b"")
+    result = runner.invoke(app, ["evaluate", "report", "--db", str(db), "--protocol", "know2guess", "--variants",
+                                 "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "--protocol know2guess has no prompt-variants report" in _text(result.output)
+    result = runner.invoke(app, ["evaluate", "report", "--responses", str(db), "--variants", "--out",
+                                 str(tmp_path / "o")])
+    assert result.exit_code == 2 and "recorded in the store: give --db" in _text(result.output)
+    assert not (tmp_path / "o").exists()

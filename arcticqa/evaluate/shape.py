@@ -240,8 +240,8 @@ class EvalProtocol(ABC):
                                    models: Sequence[str] | None = None) -> ReportSummary:
         """Write the prompt-robustness report of every prompt variant recorded in the store
         (``evaluate report --variants``); only ArcticAbstain has one."""
-        raise ConfigError(f"--variants reports ArcticAbstain prompt variants: --protocol {self.name} has no "
-                          "prompt-variants report (its report from --db has a row per variant)")
+        raise ConfigError(f"--variants: --protocol {self.name} has no prompt-variants report (its report from "
+                          "--db has a row per prompt variant); `arcticqa evaluate protocols` lists the protocols")
 
     def report_run(self, engine: Engine, out: Path, options: ReportOptions, run: RunOptions, *, source: str,
                    models: Sequence[str]) -> ReportSummary:
