@@ -150,6 +150,8 @@ def test_a_body_answered_twice_is_counted() -> None:
     limited(body("a"), {})
     limited(body("b"), {})
     assert limited.stats.answered == 3 and len(limited.stats.bodies) == 2 and limited.stats.answered_twice == 1
+    summary = limited.stats.summary()  # what bench_scale reads across processes: plain data
+    assert (summary["refused"], summary["distinct_answered"], summary["answered_twice"]) == (0, 2, 1)
 
 
 def test_s2_stand_in_refuses_beyond_its_rate_with_retry_after() -> None:

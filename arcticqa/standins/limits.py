@@ -147,7 +147,7 @@ class LimiterStats:
 
     def summary(self) -> dict[str, Any]:
         out = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("bodies", "by_role")}
-        out.update(distinct_answered=len(self.bodies), answered_twice=self.answered_twice,
+        out.update(refused=self.refused, distinct_answered=len(self.bodies), answered_twice=self.answered_twice,
                    by_role=dict(self.by_role))
         return out
 
