@@ -1,8 +1,11 @@
 """The one typed settings object: TOML file + environment (``ARCTICQA_`` prefix, ``__`` nesting).
 
-Everything configurable flows from :class:`Settings`, loaded once by the CLI or flow and passed
-down. API keys are never settings: a model config names the *environment variable* that holds
-its key, and the key is read only when a client is built.
+Everything configurable flows from :class:`Settings`, loaded once by the process's entry point (the
+CLI's loader, ``arcticqa.cli.app.load_cli_settings``) and passed down. :func:`load_settings` reads
+the file it is given and the environment mapping it is handed, never ``os.environ`` of its own
+accord: a library caller (a test, a notebook, the demo) gets the file and the defaults only. API
+keys are never settings: a model config names the *environment variable* that holds its key, and
+the key is read only when a client is built.
 """
 
 from __future__ import annotations
@@ -12,18 +15,14 @@ import hashlib
 import json
 import os
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import date
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self, get_args, get_origin
+from typing import Any, Literal, Self, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.sources.utils import parse_env_vars
 
 from arcticqa.errors import ConfigError
 
@@ -43,6 +42,7 @@ __all__ = [
     "ExtractionSettings",
     "Settings",
     "load_settings",
+    "find_config_file",
     "read_toml",
     "read_env_file",
     "DEFAULT_CONFIG_NAME",
@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 DEFAULT_CONFIG_NAME = "arcticqa.toml"
+#: the environment variable naming the config file when no ``-c`` is given
+CONFIG_ENV = "ARCTICQA_CONFIG"
 
 #: keys read from the ``.env`` file the user points to (``env_file`` / ``$ARCTICQA_ENV_FILE``);
 #: kept here, never copied into ``os.environ`` or into any settings dump
@@ -440,7 +442,11 @@ class Settings(BaseSettings):
     roles: dict[str, str] = Field(default_factory=_default_roles)
     evaluate: EvaluateSettings = Field(default_factory=EvaluateSettings)
 
-    _toml_path: ClassVar[Path | None] = None
+    #: the TOML file these settings were read from, absolute (None: defaults and overrides only).
+    #: Set by :func:`load_settings`, never written in a file or the environment; it travels with the
+    #: settings (to the Prefect flow, to ``--workers`` helpers) so every process knows the file,
+    #: and it is not part of :meth:`fingerprint`.
+    config_path: Path | None = None
 
     @classmethod
     def settings_customise_sources(
@@ -451,10 +457,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if cls._toml_path is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=cls._toml_path))
-        return tuple(sources)
+        # only what the caller passes: load_settings merges the file, the environment mapping it is
+        # handed and the overrides itself, so Settings(...) never reads os.environ or a file
+        return (init_settings,)
 
     @field_validator("models")
     @classmethod
@@ -500,8 +505,8 @@ class Settings(BaseSettings):
     def fingerprint(self) -> str:
         """A hash of the settings that change outputs (recorded in manifests)."""
         # [evaluate] configures the evaluator, which reads releases, and [prefect] where the flow
-        # reports: neither changes a build output
-        payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate", "prefect"})
+        # reports: neither changes a build output; config_path is where the file was, not what it says
+        payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate", "prefect", "config_path"})
         # only the extraction keys that differ from the defaults, as when [extraction] was a plain
         # table of the keys set: hashes of earlier releases stay valid
         payload["extraction"] = self.extraction.model_dump(mode="json", exclude_defaults=True)
@@ -521,9 +526,10 @@ def _load_dotenv(path: Path | str | None) -> None:
 
 
 def read_env_file(settings: Settings) -> None:
-    """Read the keys of the settings' env file (``env_file`` or ``$ARCTICQA_ENV_FILE``) into this
-    process; :func:`load_settings` does it, and so does a process handed settings already loaded."""
-    _load_dotenv(settings.env_file or os.environ.get("ARCTICQA_ENV_FILE"))
+    """Read the keys of the settings' env file (``env_file``, which ``$ARCTICQA_ENV_FILE`` sets like
+    any other setting) into this process; :func:`load_settings` does it, and so does a process
+    handed settings already loaded."""
+    _load_dotenv(settings.env_file)
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -543,32 +549,69 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
 
 
-def load_settings(path: Path | str | None = None, **overrides: Any) -> Settings:
-    """Load settings from ``path`` (or ``$ARCTICQA_CONFIG``, or ``./arcticqa.toml`` if present).
+class _EnvironSource(EnvSettingsSource):
+    """pydantic-settings' environment source (``ARCTICQA_`` prefix, ``__`` nesting, JSON for
+    lists and tables) over the mapping it is handed instead of ``os.environ``."""
 
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ  # read by _load_env_vars, which the base __init__ calls
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str)
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``top`` laid over it, tables merged key by key (as pydantic-settings merges sources)."""
+    merged = dict(base)
+    for key, value in top.items():
+        below = merged.get(key)
+        merged[key] = _merge(below, value) if isinstance(below, dict) and isinstance(value, Mapping) else value
+    return merged
+
+
+def find_config_file(given: Path | str | None, environ: Mapping[str, str], cwd: Path | None = None) -> Path | None:
+    """The config file an entry point loads: ``given`` (``-c``), else ``$ARCTICQA_CONFIG`` of
+    ``environ``, else ``./arcticqa.toml`` when it exists, else None (the defaults)."""
+    if given is not None:
+        return Path(given)
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    default = (cwd or Path.cwd()) / DEFAULT_CONFIG_NAME
+    return Path(DEFAULT_CONFIG_NAME) if default.is_file() else None
+
+
+def load_settings(path: Path | str | None = None, *, environ: Mapping[str, str] | None = None,
+                  **overrides: Any) -> Settings:
+    """The settings of the TOML file ``path`` (None: the defaults), with the ``ARCTICQA_*``
+    variables of ``environ`` (None: none) and then ``overrides`` laid over it.
+
+    The file is read once; nothing else is read: an entry point that honours the environment
+    passes its own (``arcticqa.cli.app.load_cli_settings``, which also finds the file).
     Precedence: explicit overrides > environment > TOML file > defaults.
     """
-    if path is None:
-        env_path = os.environ.get("ARCTICQA_CONFIG")
-        if env_path:
-            path = env_path
-        elif Path(DEFAULT_CONFIG_NAME).exists():
-            path = DEFAULT_CONFIG_NAME
     toml_path = Path(path) if path is not None else None
+    where = f"{toml_path}: " if toml_path else ""
+    layers: list[tuple[str, Mapping[str, Any]]] = []
     if toml_path is not None:
-        read_toml(toml_path)
-    Settings._toml_path = toml_path
+        layers.append(("file", read_toml(toml_path)))
+    if environ is not None:
+        layers.append(("environment", _EnvironSource(Settings, environ)()))
+    data: dict[str, Any] = {}
+    for name, layer in [*layers, ("overrides", overrides)]:
+        if "config_path" in layer:
+            raise ConfigError(f"{where}setting 'config_path': set by the loader to the file's path, not in the {name}")
+        data = _merge(data, layer)
+    if toml_path is not None:
+        data["config_path"] = toml_path.absolute()
     try:
-        settings = Settings(**overrides)
-        read_env_file(settings)
-        return settings
+        settings = Settings(**data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
-        where = f"{toml_path}: " if toml_path else ""
         msg = first["msg"].removeprefix("Value error, ")
         if first["type"] == "extra_forbidden" and first["loc"]:
             msg = f"unknown setting{did_you_mean(str(first['loc'][-1]), _allowed_keys(first['loc'][:-1]))}"
         raise ConfigError(f"{where}setting '{loc}': {msg}" if loc else f"{where}{msg}") from exc
-    finally:
-        Settings._toml_path = None
+    read_env_file(settings)
+    return settings

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -46,7 +47,7 @@ from prefect.settings import (
 )
 from prefect.states import Failed
 
-from arcticqa.config import Settings, load_settings
+from arcticqa.config import Settings, find_config_file, load_settings
 from arcticqa.errors import ArcticQAError, ConfigError
 from arcticqa.pipeline.build import (
     BatchPlan,
@@ -160,7 +161,9 @@ async def build_arcticqa(config: str | None = None, resume: bool = False,
 def _flow_settings(config: str | None, source: str | None, store_url: str | None,
                    settings: dict[str, Any] | None) -> Settings:
     if settings is None:
-        return load_settings(config, **settings_overrides(source, store_url))
+        # a deployment run: this worker process is the entry point, so its environment counts
+        return load_settings(find_config_file(config, os.environ), environ=os.environ,
+                             **settings_overrides(source, store_url))
     if config or source or store_url:
         raise ConfigError("build-arcticqa: pass either settings or config/source/store_url, not both")
     return Settings.model_validate(settings)
@@ -300,7 +303,7 @@ def __getattr__(name: str) -> Any:
     # ``flows/build_arcticqa.py:build_arcticqa_dask`` as a deployment entrypoint, built on first
     # access so the default path never imports dask
     if name == "build_arcticqa_dask":
-        settings = load_settings()
+        settings = load_settings(find_config_file(None, os.environ), environ=os.environ)
         settings.build.task_runner = "dask"
         return flow_for(settings)
     raise AttributeError(name)
@@ -318,7 +321,7 @@ def main() -> None:
     overrides = settings_overrides(args.source, args.store_url)
     if args.task_runner:
         overrides.setdefault("build", {})["task_runner"] = args.task_runner
-    settings = load_settings(args.config, **overrides)
+    settings = load_settings(find_config_file(args.config, os.environ), environ=os.environ, **overrides)
     # the importable module's orchestrator and flow, not __main__'s: Dask pickles __main__
     # functions by value (a function-level import on purpose: this file may run as __main__)
     from flows.build_arcticqa import PREFECT as importable

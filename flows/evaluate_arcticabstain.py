@@ -9,6 +9,7 @@ models run concurrently; a final task writes the report when ``out_dir`` is give
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,8 @@ async def evaluate_arcticabstain(config_path: str, items_path: str | None = None
                                  trials: int | None = None, resume: bool = False,
                                  out_dir: str | None = None) -> dict[str, Any]:
     """Run every ``[[evaluate.models]]`` entry of ``config_path`` on the items; optionally report."""
-    settings = load_settings(config_path).evaluate.resolved(config_path)
+    # the flow run is an entry point (a deployment's worker): its environment's ARCTICQA_* count
+    settings = load_settings(config_path, environ=os.environ).evaluate.resolved(config_path)
     items_file = items_path or (str(settings.items) if settings.items else None)
     if items_file is None:
         raise ConfigError("give items_path or set [evaluate] items")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlmodel import select
 
+from arcticqa.config import Settings, load_settings
 from arcticqa.demo.run import SAMPLE_CORPUS, run_demo
 from arcticqa.pipeline.funnel import funnel_counts
 from arcticqa.release.validate import validate_release
@@ -32,11 +33,16 @@ def _row_counts(store: Store) -> dict[str, int]:
         return {t.__tablename__: len(s.exec(select(t)).all()) for t in (StageRun, LLMCall, RejectionRow)}
 
 
+def _temporary_server(config: Path) -> Settings:
+    # a Prefect server of this build's own, stopped with it (the shared one would outlive the test)
+    return load_settings(config, prefect={"server": "temporary"})
+
+
 def test_demo_builds_releases_audits_and_evaluates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     monkeypatch.setenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     out = tmp_path / "demo"
-    first = run_demo(out, orchestrator="prefect", trials=2)
+    first = run_demo(out, orchestrator="prefect", trials=2, load=_temporary_server)
 
     branches = _branches()
     eligible = branches["eligible_terrestrial"] + branches["eligible_marine"] + branches["eligible_russian"]
@@ -80,3 +86,4 @@ def test_demo_builds_releases_audits_and_evaluates(tmp_path: Path, monkeypatch: 
     assert set(second.build["stages"]["construct"]) <= {"skipped", "blocked"}
     assert (out / "release" / "items.jsonl").read_bytes() == release_bytes  # deterministic export
     assert os.path.exists(out / "summary.json")
+

@@ -126,6 +126,8 @@ def _settings_keys() -> list[tuple[str, str]]:
     """(section, key) for every setting a user can write; section "" is the top level."""
     keys: list[tuple[str, str]] = []
     for name, field in Settings.model_fields.items():
+        if name == "config_path":
+            continue  # the loader sets it (the file's path); no user writes it, a file or variable that does is refused
         model = _model_of(field.annotation)
         if model is not None:
             keys += [(name, key) for key in model.model_fields]
@@ -304,3 +306,84 @@ def test_no_importlib_loads_of_project_packages() -> None:
                     and node.func.attr in {"import_module", "__import__"}):
                 loads.append(f"{f.relative_to(REPO)}:{node.lineno}")
     assert not loads, f"project modules are imported with import statements, not importlib: {loads}"
+
+
+# -- settings are passed, not read from the environment -----------------------------------------------
+
+#: every read of the process environment under ``arcticqa/``, by file and enclosing function, with why
+#: it is not a read of settings. Settings are the ``Settings`` object the entry point loaded and handed
+#: down; the CLI's loader is the one place that hands the environment to it.
+ENVIRONMENT_READS = {
+    ("arcticqa/cli/app.py", "load_cli_settings"):
+        "the CLI's loader: $ARCTICQA_CONFIG names the file, ARCTICQA_* override it (the one place)",
+    ("arcticqa/config.py", "ModelConfig.api_key"):
+        "an API key, by the variable name a model config names (keys are never settings)",
+    ("arcticqa/config.py", "DiscoverySettings.api_key"):
+        "the Semantic Scholar key, by the variable name [discovery] api_key_env names",
+    ("arcticqa/pipeline/preflight.py", "probe"):
+        "an endpoint's API key, by the variable name its model config names",
+    ("arcticqa/text/isolate.py", "_child_env"):
+        "the extraction child's environment: locale, temp dir, search paths, and no API key",
+    ("arcticqa/integrations/inspect_task.py", "user_path"):
+        "$PWD: the folder the user typed a relative -T path in (inspect chdirs to the task's folder)",
+    ("arcticqa/store/db.py", "_committed"):
+        "ARCTICQA_TEST_EXIT_AFTER_COMMIT: the crash hook tests/test_kill_windows.py sets in a build's child",
+    ("arcticqa/cli/prefect.py", "prefect_homes"):
+        "PREFECT_HOME: Prefect's own variable, where the shared server's state file is",
+}
+
+_ENV_FUNCS = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+
+
+def _environment_reads(path: Path) -> Iterator[tuple[str, int]]:
+    """(enclosing function's qualified name, line) of each use of ``os.environ`` and its kin in
+    ``path`` (``os.environ``, ``os.getenv``, ``from os import environ`` and the names it binds)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {alias.asname or alias.name for node in ast.walk(tree)
+                if isinstance(node, ast.ImportFrom) and node.module == "os"
+                for alias in node.names if alias.name in _ENV_FUNCS}
+
+    def visit(node: ast.AST, scope: tuple[str, ...]) -> Iterator[tuple[str, int]]:
+        for child in ast.iter_child_nodes(node):
+            inner = (*scope, child.name) if isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else scope
+            if isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name) \
+                    and child.value.id == "os" and child.attr in _ENV_FUNCS:
+                yield ".".join(scope) or "<module>", child.lineno
+            elif isinstance(child, ast.Name) and child.id in imported:
+                yield ".".join(scope) or "<module>", child.lineno
+            yield from visit(child, inner)
+
+    yield from visit(tree, ())
+
+
+def test_no_module_reads_the_environment_for_settings() -> None:
+    found: dict[tuple[str, str], list[int]] = {}
+    for f in _project_sources():
+        if f.is_relative_to(PACKAGE):
+            for scope, line in _environment_reads(f):
+                found.setdefault((str(f.relative_to(REPO)), scope), []).append(line)
+    unexplained = [f"{file}:{lines[0]} ({scope})" for (file, scope), lines in sorted(found.items())
+                   if (file, scope) not in ENVIRONMENT_READS]
+    assert not unexplained, (
+        "modules under arcticqa/ take settings from the Settings object handed down, not from os.environ "
+        "(the CLI's loader, arcticqa/cli/app.py load_cli_settings, is the one place that reads it); a read "
+        f"that is not a setting needs its reason in ENVIRONMENT_READS: {unexplained}")
+    gone = sorted(f"{file} ({scope})" for file, scope in set(ENVIRONMENT_READS) - set(found))
+    assert not gone, f"ENVIRONMENT_READS lists reads that are no longer there: {gone}"
+
+
+def test_the_environment_rule_sees_every_spelling(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import os\nfrom os import environ as env, getenv\n"
+                     "class C:\n    def f(self):\n        return os.environ.get('ARCTICQA_X')\n"
+                     "def g():\n    return os.getenv('ARCTICQA_Y'), env['Z'], getenv('W')\n"
+                     "SIZE = os.environ['ARCTICQA_BUILD__BATCH_SIZE']\n", encoding="utf-8")
+    assert sorted(_environment_reads(probe)) == [("<module>", 8), ("C.f", 5), ("g", 7), ("g", 7), ("g", 7)]
+
+
+def test_settings_read_no_source_but_what_they_are_handed() -> None:
+    # Settings(...) takes only its arguments: load_settings merges the file, the environment it is
+    # handed and the overrides, so a library caller never picks up a stray ARCTICQA_* variable
+    sources = Settings.settings_customise_sources(Settings, *(object() for _ in range(4)))
+    assert len(sources) == 1

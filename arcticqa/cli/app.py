@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -16,7 +16,11 @@ from rich.text import Text
 from arcticqa import __version__
 from arcticqa.errors import ArcticQAError
 
-__all__ = ["app", "console", "err_console", "ConfigOption", "OverwriteOption", "handle_errors", "Text"]
+if TYPE_CHECKING:
+    from arcticqa.config import Settings
+
+__all__ = ["app", "console", "err_console", "ConfigOption", "OverwriteOption", "handle_errors", "Text",
+           "load_cli_settings", "config_flag"]
 
 app = typer.Typer(
     name="arcticqa",
@@ -66,34 +70,63 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _config_defaults(command: Any, config: Path) -> dict[str, Any]:
+    """A click ``default_map`` that gives every command under ``command`` ``config`` as the default
+    of its ``--config`` (a command without one ignores it)."""
+    return {name: _config_defaults(sub, config) if getattr(sub, "commands", None) else {"config": config}
+            for name, sub in getattr(command, "commands", {}).items()}
+
+
 @app.callback()
 def _global_options(
     ctx: typer.Context,
     config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="TOML settings file for every command (same as $ARCTICQA_CONFIG; a command's own "
-        "-c wins).")] = None,
+        "--config", "-c", help="TOML settings file for every command (default: $ARCTICQA_CONFIG or ./arcticqa.toml; "
+        "a command's own -c wins).")] = None,
     version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """Build evidence-grounded science QA releases and evaluate abstention."""
     if config is not None:
-        # the documented variable, so load_settings, the Prefect flow and --workers children all see it;
-        # put back afterwards so an in-process caller (tests, notebooks) keeps its environment
-        before = os.environ.get("ARCTICQA_CONFIG")
-        os.environ["ARCTICQA_CONFIG"] = str(config)
-        ctx.call_on_close(lambda: _restore_env("ARCTICQA_CONFIG", before))
+        # the command's own -c defaults to this one: an argument of the command, not the environment
+        ctx.default_map = {**(ctx.default_map or {}), **_config_defaults(ctx.command, config)}
 
 
-def _restore_env(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
+def load_cli_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """The one way a command gets its settings: the file ``config`` (the command's ``-c``, or the
+    global one before the command), else ``$ARCTICQA_CONFIG``, else ``./arcticqa.toml`` when
+    present, else the defaults; then the ``ARCTICQA_*`` environment variables; then ``overrides``
+    (the command's own options, e.g. ``build --source``).
+
+    The only place under ``arcticqa/`` that reads ``os.environ`` for settings
+    (``tests/test_house_rules.py``); the command hands the object down, and it reaches the Prefect
+    flow and ``--workers`` helpers as that object.
+    """
+    # imported here, not at the top: `arcticqa --help` stays fast
+    from arcticqa.config import find_config_file, load_settings
+
+    return load_settings(find_config_file(config, os.environ), environ=os.environ, **overrides)
+
+
+def config_flag(settings: Settings) -> str:
+    """`` -c FILE`` naming the settings' config file as a user would type it (relative to the working
+    folder when inside it), or ``""`` for ``./arcticqa.toml`` and the defaults, which need none."""
+    import shlex
+
+    path = settings.config_path
+    if path is None:
+        return ""
+    try:
+        shown = path.relative_to(Path.cwd().absolute())
+    except ValueError:
+        shown = path
+    return "" if shown == Path("arcticqa.toml") else f" -c {shlex.quote(str(shown))}"
 
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="TOML settings file (default: $ARCTICQA_CONFIG or ./arcticqa.toml)."),
+    typer.Option("--config", "-c", help="TOML settings file (default: the global -c, $ARCTICQA_CONFIG or "
+                 "./arcticqa.toml)."),
 ]
 
 OverwriteOption = Annotated[

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +10,16 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from arcticqa.cli.app import ConfigOption, Text, app, console, err_console, handle_errors
+from arcticqa.cli.app import (
+    ConfigOption,
+    Text,
+    app,
+    config_flag,
+    console,
+    err_console,
+    handle_errors,
+    load_cli_settings,
+)
 from arcticqa.errors import FailureThresholdExceeded
 
 __all__: list[str] = []
@@ -58,7 +66,6 @@ SourceOption = Annotated[
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
          source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1) -> None:
     # imported here, not at the top: every CLI command starts faster without the build's imports
-    from arcticqa.config import load_settings
     from arcticqa.pipeline.build import LOCAL, check_workers
     from arcticqa.pipeline.build import Orchestrator as BuildOrchestrator
     from arcticqa.pipeline.build import build as pipeline_build
@@ -69,7 +76,7 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
         overrides["source"] = source
     if keywords is not None:
         overrides["keywords_file"] = keywords
-    settings = load_settings(config, **({"build": overrides} if overrides else {}))
+    settings = load_cli_settings(config, **({"build": overrides} if overrides else {}))
     route: BuildOrchestrator = LOCAL
     if orchestrator is Orchestrator.prefect:
         # imported only on this route: importing Prefect costs seconds the local route never pays
@@ -93,15 +100,12 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
         err_console.print(Text.assemble(("stopped early:", "yellow"), f" {summary.stopped} (finished work is "
                                         "kept; raise the cap and run `arcticqa resume`)"))
         raise typer.Exit(3)
-    _print_next(config, failed=any(c.get("failed") for c in summary.stages.values()))
+    _print_next(config_flag(settings), failed=any(c.get("failed") for c in summary.stages.values()))
 
 
-def _print_next(config: Path | None, *, failed: bool) -> None:
-    """What to run after a build, as the user would type it (with the config the build used)."""
-    import shlex
-
-    given = config or (Path(os.environ["ARCTICQA_CONFIG"]) if os.environ.get("ARCTICQA_CONFIG") else None)
-    flag = f" -c {shlex.quote(str(given))}" if given is not None else ""
+def _print_next(flag: str, *, failed: bool) -> None:
+    """What to run after a build, as the user would type it (``flag``: the ``-c`` of the config the
+    build used)."""
     steps = [(f"arcticqa status{flag}", "the newest attempt of every stage"),
              (f"arcticqa audit{flag}", "every rejection with its rule, message and evidence"),
              (f"arcticqa export{flag} --out release", "write the release (it says what it holds and left out)")]
@@ -178,11 +182,10 @@ def status(config: ConfigOption = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Newest attempts by stage and status, in pipeline order, each row counting papers or candidates."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.stages.construct import STAGES as CONSTRUCT_STEPS
     from arcticqa.store.store import open_existing_store
 
-    store = open_existing_store(load_settings(config))
+    store = open_existing_store(load_cli_settings(config))
     try:
         counts = store.status_counts()
         calls = store.llm_calls()
@@ -243,10 +246,11 @@ def doctor(config: ConfigOption = None,
     import httpx
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import ROLES, load_settings
+    from arcticqa.config import ROLES
+    from arcticqa.errors import ConfigError
     from arcticqa.store.store import Store, sqlite_file
 
-    settings = load_settings(config)
+    settings = load_cli_settings(config)
     problems = 0
     from rich import box
 
@@ -256,14 +260,18 @@ def doctor(config: ConfigOption = None,
         table.add_column(col, overflow="fold", no_wrap=col == "role")
     seen_endpoints: dict[str, str | Text] = {}
     for role in ROLES:
-        # load_settings has already checked that every role names a defined model config
+        # loading the settings has already checked that every role names a defined model config
         name = settings.roles[role]
         cfg = settings.models[name]
         key: str | Text = "n/a"
+        secret = ""  # read the way a client reads it: the variable the config names, or the env file
         if cfg.provider == "openai" and cfg.api_key_env:
-            key = (Text("set", style="green") if os.environ.get(cfg.api_key_env)
-                   else Text(f"{cfg.api_key_env} unset", style="red"))
-            problems += 0 if os.environ.get(cfg.api_key_env) else 1
+            try:
+                secret = cfg.api_key()
+            except ConfigError:
+                secret = ""
+            key = Text("set", style="green") if secret else Text(f"{cfg.api_key_env} unset", style="red")
+            problems += 0 if secret else 1
         endpoint: str | Text = "n/a"
         if cfg.provider == "openai":
             base = cfg.base_url or "https://api.openai.com/v1"
@@ -272,7 +280,7 @@ def doctor(config: ConfigOption = None,
             elif base not in seen_endpoints:
                 try:
                     r = httpx.get(base.rstrip("/") + "/models", timeout=5.0, headers={
-                        "Authorization": f"Bearer {os.environ.get(cfg.api_key_env or '', '')}"})
+                        "Authorization": f"Bearer {secret}"})
                     seen_endpoints[base] = f"HTTP {r.status_code}"
                 except httpx.HTTPError as exc:
                     seen_endpoints[base] = Text(f"unreachable: {type(exc).__name__}", style="red")

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from arcticqa.cli.app import OverwriteOption, Text, app, console, handle_errors
+from arcticqa.cli.app import OverwriteOption, Text, app, console, handle_errors, load_cli_settings
 from arcticqa.cli.build import Orchestrator
 
 __all__ = ["follow_on_commands"]
@@ -51,7 +51,8 @@ def demo(
     # imported in the command, not at the top: `arcticqa --help` stays fast
     from arcticqa.demo.run import run_demo
 
-    result = run_demo(out, orchestrator=orchestrator.value, trials=trials, console=console, overwrite=overwrite)
+    result = run_demo(out, orchestrator=orchestrator.value, trials=trials, console=console, overwrite=overwrite,
+                      load=load_cli_settings)
     stages = result.build.get("stages", {})
     table = Table(title="build (this run)")
     cols = ("succeeded", "rejected", "failed", "skipped", "blocked")

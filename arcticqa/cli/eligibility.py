@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from arcticqa.cli.app import ConfigOption, Text, app, console, handle_errors
+from arcticqa.cli.app import ConfigOption, Text, app, console, handle_errors, load_cli_settings
 from arcticqa.errors import InputError
 
 if TYPE_CHECKING:
@@ -50,10 +50,9 @@ def _read_file(path: Path) -> tuple[PaperRecord, Document | None]:
 
 def _from_store(paper_id: str, config: Path | None) -> tuple[PaperRecord, Document | None]:
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.store import open_existing_store
 
-    settings = load_settings(config)
+    settings = load_cli_settings(config)
     store = open_existing_store(settings)
     try:
         paper = store.get_paper(paper_id)
@@ -119,10 +118,7 @@ def explain(
         raise InputError("give exactly one of --text, --file or --paper"
                          + (f" (got {', '.join(chosen)})" if chosen else ""))
     if policy is None:
-        # imported in the command, not at the top: `arcticqa --help` stays fast
-        from arcticqa.config import load_settings
-
-        policy = load_settings(config).policies.eligibility  # None: the repository's default policy
+        policy = load_cli_settings(config).policies.eligibility  # None: the repository's default policy
     pol = load_eligibility_policy(policy)
     if site_rule is not None:
         if site_rule not in ("all", "any", "majority"):

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, err_console, handle_errors
+from arcticqa.cli.app import (
+    ConfigOption,
+    OverwriteOption,
+    app,
+    console,
+    err_console,
+    handle_errors,
+    load_cli_settings,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -265,7 +273,6 @@ def exposure_command(
     """ArcticAbstain metrics split at each model's knowledge cutoff (training exposure), with
     Know2Guess-style zones."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.errors import ConfigError, InputError
     from arcticqa.evaluate import exposure
     from arcticqa.evaluate.arcticabstain.report import StatsSettings
@@ -274,7 +281,7 @@ def exposure_command(
     check_report_folder(out, overwrite=overwrite)
     if (responses is None) == (db is None):
         raise ConfigError("give exactly one of --responses FILE or --db URL")
-    settings = load_settings(config) if config is not None else None
+    settings = load_cli_settings(config) if config is not None else None
     cutoffs: dict[str, date] = {}
     if settings is not None:
         cutoffs = {m.label: m.knowledge_cutoff for m in settings.evaluate.models if m.knowledge_cutoff is not None}
@@ -538,10 +545,9 @@ def run_command(
     checked first; progress shows calls done, failed and the rate; a run in which no call got an
     answer exits 1."""
     import asyncio
-    import os
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import DEFAULT_CONFIG_NAME, load_settings
+    from arcticqa.config import DEFAULT_CONFIG_NAME
     from arcticqa.errors import ConfigError, LLMTransportError
     from arcticqa.evaluate.protocols import ReportOptions, RunOptions, get_protocol
     from arcticqa.evaluate.reportio import check_report_folder
@@ -550,9 +556,10 @@ def run_command(
 
     if out is not None:  # before any model is paid for
         check_report_folder(out, overwrite=overwrite)
-    path = config or (Path(os.environ["ARCTICQA_CONFIG"]) if os.environ.get("ARCTICQA_CONFIG")
-                      else Path(DEFAULT_CONFIG_NAME))
-    full = load_settings(path)
+    full = load_cli_settings(config)
+    path = full.config_path
+    if path is None:
+        raise ConfigError(f"{DEFAULT_CONFIG_NAME}: config file not found")
     settings = full.evaluate.resolved(path)
     models = [m for m in settings.models if not model or m.label in model]
     if not models:

@@ -14,7 +14,17 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from arcticqa.cli.app import ConfigOption, OverwriteOption, Text, app, console, err_console, handle_errors
+from arcticqa.cli.app import (
+    ConfigOption,
+    OverwriteOption,
+    Text,
+    app,
+    config_flag,
+    console,
+    err_console,
+    handle_errors,
+    load_cli_settings,
+)
 from arcticqa.errors import ConfigError, StageError
 
 if TYPE_CHECKING:
@@ -30,10 +40,9 @@ _View = TypeVar("_View")
 def _read_store(config: Path | None, view: Callable[[Store], _View]) -> _View:
     """Open the existing store, build one view of it (audit, funnel), close it."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.store import open_existing_store
 
-    store = open_existing_store(load_settings(config))
+    store = open_existing_store(load_cli_settings(config))
     try:
         return view(store)
     finally:
@@ -108,7 +117,6 @@ def export_cmd(
     """Export the accepted items as a release folder (written atomically, byte-deterministic).
     Refuses (exit 2) a release without items unless --allow-empty."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.pipeline.export import export_from_store
     from arcticqa.release.jsonio import load_json
     from arcticqa.store import open_existing_store
@@ -116,7 +124,7 @@ def export_cmd(
     prompt_data = load_json(prompt) if prompt is not None else None
     if prompt_data is not None and not isinstance(prompt_data, dict):
         raise StageError("the evaluation prompt must be a JSON object")
-    settings = load_settings(config)
+    settings = load_cli_settings(config)
     store = open_existing_store(settings)
     try:
         path = export_from_store(store, settings, out, release_id=release_id, prompt=prompt_data,
@@ -125,7 +133,7 @@ def export_cmd(
                                  allow_empty=allow_empty)
     finally:
         store.close()
-    for line in release_summary(path, config=config):
+    for line in release_summary(path, flag=config_flag(settings)):
         console.print(line, highlight=False, soft_wrap=True)
 
 
@@ -133,7 +141,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def release_summary(release: Path, *, config: Path | None = None, listed: int = 10) -> list[str]:
+def release_summary(release: Path, *, flag: str = "", listed: int = 10) -> list[str]:
     """What ``export`` wrote, read back from the release: what it holds (items, conditions,
     distractors, how answers and options were checked, evidence text or not) and which accepted
     items it left out, grouped by reason, with their ids."""
@@ -166,7 +174,6 @@ def release_summary(release: Path, *, config: Path | None = None, listed: int = 
         left[step.get("unit", "papers")] = left.get(step.get("unit", "papers"), 0) + sum(
             (step.get("rejected") or {}).values()) + int(step.get("needs_review") or 0)
     built = " and ".join(_plural(n, unit.removesuffix("s")) for unit, n in left.items() if n)
-    flag = f" -c {config}" if config is not None else ""
     lines.append(f"  before that, the build left out {built or 'nothing'} (`arcticqa audit{flag}` lists them with "
                  "the rule; the card's funnel counts them)")
     return lines

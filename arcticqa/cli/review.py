@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, handle_errors
+from arcticqa.cli.app import ConfigOption, OverwriteOption, app, console, handle_errors, load_cli_settings
 
 __all__ = ["review_app"]
 
@@ -55,7 +55,6 @@ def sample_cmd(
     from collections import Counter
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.review.items import load_review_items
     from arcticqa.review.plan import SamplingRequest, extend_plan, plan_dimensions
     from arcticqa.review.suspects import SUSPECT_POPULATION, read_suspects
@@ -63,7 +62,7 @@ def sample_cmd(
     from arcticqa.store.reviews import get_plan, plan_assignments, save_plan
 
     suspects = read_suspects(from_suspects) if from_suspects is not None else {}
-    store = open_existing_store(load_settings(config))
+    store = open_existing_store(load_cli_settings(config))
     try:
         old = get_plan(store.engine, plan)
         existing = plan_assignments(store.engine, plan)
@@ -120,12 +119,11 @@ def serve_cmd(
     from urllib.parse import quote
 
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.store import open_existing_store
     from arcticqa.workbench import check_bind, create_app, serve
 
     check_bind(host, token)
-    store = open_existing_store(load_settings(config))
+    store = open_existing_store(load_cli_settings(config))
     try:
         create_app(store.engine, plan_id=plan, reviewer=reviewer, token=token, blind=blind)  # refuses a bad plan now
         shown = f"[{host}]" if ":" in host else host
@@ -147,7 +145,6 @@ def report_cmd(
 ) -> None:
     """Residual error rate, false rejections, agreement and what the gates missed."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.errors import InputError
     from arcticqa.outputs import check_file_target, write_file
     from arcticqa.review.report import render_html, render_text, report_for_store
@@ -155,7 +152,7 @@ def report_cmd(
 
     if html is not None:
         check_file_target(html, overwrite=overwrite)
-    store = open_existing_store(load_settings(config))
+    store = open_existing_store(load_cli_settings(config))
     try:
         report = report_for_store(store.engine, plan)
     finally:

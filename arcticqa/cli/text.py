@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from arcticqa.cli.app import ConfigOption, Text, app, console, handle_errors
+from arcticqa.cli.app import ConfigOption, Text, app, console, handle_errors, load_cli_settings
 from arcticqa.errors import InputError
 
 __all__ = ["extract_text_command", "ingest_pdfs_command", "BAD_INPUT_STATUSES"]
@@ -92,13 +92,12 @@ def ingest_pdfs_command(
 ) -> None:
     """Attach local PDFs (from institutional access, say) to papers by DOI or paperId."""
     # imported in the command, not at the top: `arcticqa --help` stays fast
-    from arcticqa.config import load_settings
     from arcticqa.pipeline.ingest import attach_pdfs
     from arcticqa.store import open_existing_store
     from arcticqa.text.fetch import pdf_cache_dir
     from arcticqa.text.ingest import ingest_pdfs
 
-    settings = load_settings(config)
+    settings = load_cli_settings(config)
     # the papers must already be discovered, so a missing store is found before any PDF is copied
     store = open_existing_store(settings)
     try:

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from arcticqa.config import load_settings
+from arcticqa.config import Settings, load_settings
 from arcticqa.evaluate.policies import run_open_reference_policies, run_reference_policies
 from arcticqa.evaluate.reportio import check_report_folder
 from arcticqa.outputs import check_folder_target, os_errors, write_file
@@ -112,7 +112,11 @@ def open_table(summary_json: Path) -> Table:
 
 
 def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect", trials: int = 3,
-             console: Console | None = None, overwrite: bool = False) -> DemoResult:
+             console: Console | None = None, overwrite: bool = False,
+             load: Callable[[Path], Settings] = load_settings) -> DemoResult:
+    """Build, export, audit and evaluate the sample corpus in ``out_dir``. ``load`` reads the
+    ``demo.toml`` it writes there: the file alone by default, the CLI's loader (the environment's
+    ``ARCTICQA_*`` too) for ``arcticqa demo``."""
     console = console or Console()
     out_dir = out_dir.absolute()
     check_demo_folder(out_dir, overwrite=overwrite)
@@ -120,7 +124,7 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
         out_dir.mkdir(parents=True, exist_ok=True)
     config = out_dir / "demo.toml"
     _write_atomic(config, _config_text(out_dir))
-    settings = load_settings(config)
+    settings = load(config)
     result = DemoResult(out_dir=out_dir, build={}, items=0, artifacts={"config": config})
 
     def build() -> dict[str, Any]:
