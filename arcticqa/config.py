@@ -445,7 +445,7 @@ class Settings(BaseSettings):
     #: the TOML file these settings were read from, absolute (None: defaults and overrides only).
     #: Set by :func:`load_settings`, never written in a file or the environment; it travels with the
     #: settings (to the Prefect flow, to ``--workers`` helpers) so every process knows the file,
-    #: and it is not part of :meth:`fingerprint`.
+    #: and it is not part of :meth:`fingerprint` (a release must not depend on where it was built).
     config_path: Path | None = None
 
     @classmethod
@@ -502,15 +502,47 @@ class Settings(BaseSettings):
         except KeyError:
             raise ConfigError(f"role {role!r} names model {name!r}, which is not under [models]") from None
 
-    def fingerprint(self) -> str:
-        """A hash of the settings that change outputs (recorded in manifests)."""
+    def fingerprint(self, inputs: Mapping[str, str | None] | None = None) -> str:
+        """A hash of the settings that change outputs (recorded in manifests and release cards).
+
+        It does not depend on the folder the build ran in: the store, the data folder (a cache),
+        the env file and the config file's own path are left out, and the settings that name input
+        files (``build.source``, ``build.keywords_file``, ``policies.*``) count by what ``inputs``
+        says of them (the caller hashes each file's content: ``pipeline.export.input_identities``);
+        a path ``inputs`` does not name counts relative to the config file's folder.
+        """
         # [evaluate] configures the evaluator, which reads releases, and [prefect] where the flow
-        # reports: neither changes a build output; config_path is where the file was, not what it says
+        # reports: neither changes a build output
         payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate", "prefect", "config_path"})
         # only the extraction keys that differ from the defaults, as when [extraction] was a plain
-        # table of the keys set: hashes of earlier releases stay valid
+        # table of the keys set
         payload["extraction"] = self.extraction.model_dump(mode="json", exclude_defaults=True)
+        del payload["build"]["data_dir"]  # where PDFs are cached changes no output
+        if self.build.source.strip() != "s2":
+            del payload["build"]["keywords_file"]  # read only by the live Semantic Scholar source
+        given = dict(inputs or {})
+        for dotted in self.input_settings():
+            section, key = dotted.split(".")
+            if key in payload[section]:
+                payload[section][key] = given[dotted] if dotted in given else self._relative(payload[section][key])
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    @staticmethod
+    def input_settings() -> tuple[str, ...]:
+        """The settings that name an input file or folder (``section.key``)."""
+        return ("build.source", "build.keywords_file", "policies.metadata", "policies.eligibility")
+
+    def _relative(self, value: str | None) -> str | None:
+        """A path setting's value with a path relative to the config file's folder (a source keeps
+        its ``kind:`` prefix); None and ``s2`` as they are."""
+        if value is None or value.strip() == "s2":
+            return value
+        kind, sep, rest = value.partition(":") if value.startswith(("snapshot:", "s2-datasets:")) else ("", "", value)
+        path = Path(rest).expanduser()
+        if path.is_absolute():
+            base = self.config_path.parent if self.config_path is not None else Path.cwd()
+            rest = Path(os.path.relpath(path, base)).as_posix()
+        return f"{kind}{sep}{rest}"
 
 
 def _load_dotenv(path: Path | str | None) -> None:

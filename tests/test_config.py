@@ -1,6 +1,6 @@
 """Settings: TOML + environment precedence, named errors, and keys from a .env file that are
 used but never copied into the environment or the settings; the environment reaches settings only
-through the CLI's loader."""
+through the CLI's loader, and the settings hash does not depend on the folder a build ran in."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from arcticqa.cli.app import load_cli_settings
 from arcticqa.config import Settings, find_config_file, load_settings
 from arcticqa.errors import ConfigError
+from arcticqa.pipeline.export import input_identities
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -147,3 +148,38 @@ def test_refusal_and_length_re_ask_settings_are_validated(tmp_path: Path) -> Non
         with pytest.raises(ConfigError, match=named):
             load_settings(cfg)
 
+
+def _demo_like(folder: Path, corpus: Path) -> Settings:
+    """Settings like the demo's: absolute paths to a store, a data folder and a snapshot."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = folder / "demo.toml"
+    cfg.write_text(f'[store]\nurl = "sqlite:///{folder / "arcticqa.db"}"\n[build]\ndata_dir = "{folder / "data"}"\n'
+                   f'source = "snapshot:{corpus}"\n', encoding="utf-8")
+    return load_settings(cfg)
+
+
+def test_the_settings_hash_does_not_depend_on_the_folder(tmp_path: Path) -> None:
+    first, second = tmp_path / "a" / "papers.jsonl", tmp_path / "b" / "c" / "papers.jsonl"
+    for corpus in (first, second):
+        corpus.parent.mkdir(parents=True)
+        corpus.write_text('{"paperId": "p1"}\n', encoding="utf-8")
+    one, two = _demo_like(tmp_path / "x", first), _demo_like(tmp_path / "y" / "z", second)
+    assert one.fingerprint(input_identities(one)) == two.fingerprint(input_identities(two))
+    # the inputs count by content: another snapshot is another hash
+    second.write_text('{"paperId": "p2"}\n', encoding="utf-8")
+    assert one.fingerprint(input_identities(one)) != two.fingerprint(input_identities(two))
+    # a setting that changes outputs still counts
+    seeded = one.model_copy(update={"build": one.build.model_copy(update={"seed": "other"})})
+    assert seeded.fingerprint(input_identities(seeded)) != one.fingerprint(input_identities(one))
+
+
+def test_a_folder_input_counts_by_its_path_relative_to_the_config_file(tmp_path: Path) -> None:
+    def settings(folder: Path) -> Settings:
+        (folder / "s2").mkdir(parents=True)
+        cfg = folder / "arcticqa.toml"
+        cfg.write_text(f'[build]\nsource = "s2-datasets:{folder / "s2"}"\n', encoding="utf-8")
+        return load_settings(cfg)
+
+    one, two = settings(tmp_path / "a"), settings(tmp_path / "b" / "c")
+    assert input_identities(one) == {}
+    assert one.fingerprint(input_identities(one)) == two.fingerprint(input_identities(two))

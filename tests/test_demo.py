@@ -1,11 +1,14 @@
 """`arcticqa demo` end to end (slow): the Prefect flow on the sample corpus with the offline
 provider, export, validation, audit, funnel and the reference-policy evaluation (multiple-choice and
-open-ended); a second run adds no rows and makes no model call."""
+open-ended); a second run adds no rows and makes no model call; the same demo built in two folders
+gives byte-identical releases."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -87,3 +90,23 @@ def test_demo_builds_releases_audits_and_evaluates(tmp_path: Path, monkeypatch: 
     assert (out / "release" / "items.jsonl").read_bytes() == release_bytes  # deterministic export
     assert os.path.exists(out / "summary.json")
 
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_demo_release_does_not_depend_on_the_folder_it_was_built_in(tmp_path: Path) -> None:
+    # two folders at different depths, each with the demo's own absolute paths in its demo.toml
+    releases = []
+    for cwd, out in ((tmp_path / "one", "A"), (tmp_path / "two" / "deeper", "B")):
+        cwd.mkdir(parents=True)
+        done = subprocess.run([sys.executable, "-m", "arcticqa", "demo", "--out", out, "--orchestrator", "local",
+                               "--trials", "1"], cwd=cwd, capture_output=True, text=True, timeout=540)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert str(cwd / out) in (cwd / out / "demo.toml").read_text(encoding="utf-8")
+        releases.append(_files(cwd / out / "release"))
+    first, second = releases
+    assert "MANIFEST.json" in first and "README.md" in first
+    assert first.keys() == second.keys()
+    differ = [name for name in first if first[name] != second[name]]
+    assert not differ, f"release files that differ between the two folders: {differ}"

@@ -2,12 +2,14 @@
 
 An adapter from stored items, papers and spans to ``release.models.ReleaseItem``, plus what a
 release records about the build that made it (the evaluation prompt it ships, the policy file
-hashes on the screening decisions, the funnel). ``arcticqa export`` and the demo call
-:func:`export_from_store`; the release format itself lives in ``arcticqa.release``.
+hashes on the screening decisions, the funnel, the settings hash with the input files counted by
+content). ``arcticqa export`` and the demo call :func:`export_from_store`; the release format
+itself lives in ``arcticqa.release``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -29,9 +31,10 @@ from arcticqa.release.models import (
 )
 from arcticqa.release.writer import write_release
 from arcticqa.review.release import review_release
+from arcticqa.stages.discover import keywords_path, parse_source
 from arcticqa.store import Store
 
-__all__ = ["release_items", "release_prompt", "policy_hashes", "export_from_store"]
+__all__ = ["release_items", "release_prompt", "policy_hashes", "input_identities", "export_from_store"]
 
 
 def release_items(store: Store) -> list[ReleaseItem]:
@@ -91,6 +94,35 @@ def policy_hashes(store: Store) -> dict[str, str]:
     return dict(sorted(hashes.items()))
 
 
+def _content(path: Path) -> str | None:
+    """``sha256:HEX`` of a file's bytes; None for a folder or a path that is not there."""
+    if not path.is_file():
+        return None
+    with path.open("rb") as f:
+        return "sha256:" + hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def input_identities(settings: Settings) -> dict[str, str]:
+    """The build's input files by content, for :meth:`Settings.fingerprint`: the snapshot a
+    ``snapshot:PATH`` source reads, the keyword file of ``source = "s2"``, the policy files the
+    settings name; each found where the build finds it. A folder (``s2-datasets:DIR``) or a
+    missing file is not hashed: the fingerprint then counts its path relative to the config file."""
+    found: dict[str, str] = {}
+    source = settings.build.source.strip()
+    if source == "s2":
+        if (keywords := _content(keywords_path(settings.build.keywords_file))) is not None:
+            found["build.keywords_file"] = keywords
+    else:
+        spec = parse_source(source)
+        if spec.path is not None and (content := _content(spec.path)) is not None:
+            found["build.source"] = f"{spec.kind}:{content}"
+    for name in ("metadata", "eligibility"):
+        given = getattr(settings.policies, name)
+        if given is not None and (content := _content(Path(given))) is not None:
+            found[f"policies.{name}"] = content
+    return found
+
+
 def export_from_store(store: Store, settings: Settings, out: Path, *, release_id: str = "arcticqa-release",
                       prompt: dict[str, Any] | None = None, include_evidence: bool = False,
                       require_redistributable: bool = False, fmt: str = "jsonl",
@@ -104,7 +136,7 @@ def export_from_store(store: Store, settings: Settings, out: Path, *, release_id
     items, review = review_release(store.engine, release_items(store))
     return write_release(items, out, release_id=release_id,
                          prompt=prompt if prompt is not None else release_prompt(),
-                         funnel=funnel_counts(store), roster=roster, config_hash=settings.fingerprint(),
+                         funnel=funnel_counts(store), roster=roster, config_hash=settings.fingerprint(input_identities(settings)),
                          policy_hashes=policy_hashes(store), code_version=code_version,
                          include_evidence=include_evidence, require_redistributable=require_redistributable,
                          format=fmt, overwrite=overwrite, allow_empty=allow_empty, review=review)

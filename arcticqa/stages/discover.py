@@ -45,6 +45,7 @@ __all__ = [
     "SourceSpec",
     "parse_source",
     "load_queries",
+    "keywords_path",
     "DiscoveryOptions",
     "DiscoveryCheckpoint",
     "InMemoryCheckpoint",
@@ -115,14 +116,19 @@ def _check_query(query: str, *, path: Path, line: int) -> None:
         raise InputError("unbalanced parentheses in query", path=str(path), line=line, field="query")
 
 
+def keywords_path(path: Path | str | None = None) -> Path:
+    """The keyword file :func:`load_queries` reads for ``path``: a relative path from the working
+    folder, else from the shipped data/ (as a source's path is), so the default
+    data/keywords/arctic.txt is found from any folder."""
+    return _resolve(str(path), None) if path is not None else DEFAULT_KEYWORDS_PATH
+
+
 def load_queries(path: Path | str | None = None) -> list[str]:
     """Read a keyword file: one S2 bulk-search query per line, ``#`` comments and blank lines ignored.
 
     Duplicate queries are dropped (first kept). Raises :class:`InputError` naming file and line.
     """
-    # a relative path is read from the working folder, else from the shipped data/ (as a source's
-    # path is): the default data/keywords/arctic.txt is found from any folder
-    file = _resolve(str(path), None) if path is not None else DEFAULT_KEYWORDS_PATH
+    file = keywords_path(path)
     try:
         data = file.read_bytes()
     except FileNotFoundError:
