@@ -28,11 +28,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy arcticqa flows
 
+# pytest-xdist: one worker process per core (`make test PYTEST_WORKERS=0` runs the suite in this
+# process); --dist loadscope keeps a module's tests on one worker, so a module-scoped fixture (a
+# demo build, a server) runs once
+PYTEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadscope
+
 test: lint typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_PARALLEL)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -8,7 +8,9 @@ The suite's environment is set here, before anything imports Prefect or loads se
   the suite sets itself, ``ARCTICQA_PREFECT__SERVER=temporary``, is for the ``arcticqa`` commands
   the tests run (in-process or as a child process): each test's PREFECT_HOME is a temporary
   folder, and a shared server (the default, which outlives the build) would outlive the test too
-  (tests/test_prefect_shared_server.py tests that one).
+  (tests/test_prefect_shared_server.py tests that one);
+- under pytest-xdist each worker gets a PREFECT_HOME of its own (``<PREFECT_HOME>/xdist/gwN``), so
+  two workers' temporary Prefect servers never share one SQLite database.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ SUITE_ENV = {"ARCTICQA_PREFECT__SERVER": "temporary"}
 for _name in [n for n in os.environ if n.startswith("ARCTICQA_")]:
     del os.environ[_name]
 os.environ.update(SUITE_ENV)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    os.environ["PREFECT_HOME"] = str(_home / "xdist" / os.environ["PYTEST_XDIST_WORKER"])
 # Prefect logs "Stopping temporary server" at exit, after pytest has closed its capture streams
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
