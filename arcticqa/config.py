@@ -300,17 +300,12 @@ class PrefectSettings(_Section):
     """The Prefect route's API server when ``PREFECT_API_URL`` is unset (README, "Running on a
     Prefect server")."""
 
-    #: "shared": the first build starts a server that later builds with the same ``PREFECT_HOME``
-    #: reuse (``arcticqa prefect stop`` ends it); "temporary": Prefect's own, started and stopped
-    #: by every build
+    #: "shared": a server that ``arcticqa prefect start`` (or the first build that finds none)
+    #: starts and later builds with the same ``PREFECT_HOME`` reuse (``arcticqa prefect stop`` ends
+    #: it); "temporary": Prefect's own, started and stopped by every build
     server: Literal["shared", "temporary"] = "shared"
     #: the shared server stops after this long without a request and without a live build
     idle_shutdown_s: float = Field(900.0, gt=0)
-    #: while a shared server that is not answering yet starts, run discovery and the stages that
-    #: call no model (prefilter, fetch_fulltext, extract_text; eligibility too with
-    #: ``build.site_extractor = "never"``), then the later stages until it answers, instead of
-    #: waiting for it first
-    early_stages: bool = True
 
 
 class DiscoverySettings(_Section):

@@ -11,17 +11,15 @@ whole build (discovery → prefilter → fetch → extract → eligibility → c
    With ``--prefect`` the same
    build also runs as the ``build-arcticqa`` Prefect flow, and the difference is Prefect's
    share: on ``PREFECT_API_URL`` if set, else side by side: Prefect's temporary server; the
-   shared server's first build, which starts it, once waiting for it before the flow and once
-   working while it starts (``[prefect] early_stages``: discovery, the stages that call no
-   model, then the rest until it answers), alternated ``--cold-runs`` times; a last build that
-   reuses it. Prefect's share is printed two ways: the flow's wall minus the same build
-   without Prefect (the median of ``--baseline-runs`` more builds after the overhead build, so
-   that this process is as warm as for the flows), and the flow's wall minus its task bodies and
-   discovery (which counts early work as Prefect's). Target: <= 50 ms per paper per stage;
-   Prefect's share <= 10%.
+   shared server's first build, which starts it and waits for it (``--cold-runs`` times); a
+   build that finds it running (what ``arcticqa prefect start`` before a build gives).
+   Prefect's share is printed two ways: the flow's wall minus the same build without Prefect
+   (the median of ``--baseline-runs`` more builds after the overhead build, so that this process
+   is as warm as for the flows), and the flow's wall minus its task bodies and discovery.
+   Target: <= 50 ms per paper per stage; Prefect's share <= 10%.
    ``--overhead-latency S`` gives every model call of this build S seconds at the endpoint: at 0
    the build is our CPU alone (the worst case for Prefect's share), while real model calls take
-   seconds, which the early work of a cold first build can overlap with the server's start-up.
+   seconds, beside which a server's start-up is small.
 2. **saturation** (server latency ``--latency`` s, at most ``--endpoint-concurrency`` requests
    in progress at the server): achieved calls/s during the model-calling stages against the
    ideal ``concurrency / latency``. Target: >= 80%.
@@ -40,7 +38,6 @@ import multiprocessing
 import os
 import statistics
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -178,9 +175,10 @@ class _StoreTimer:
 
 
 @dataclass
-class _TimedRoute:
-    """Runs the batches directly, timing each stage (wall, CPU, store) and, when the build ends,
-    counting the model calls it sent."""
+class _TimedBuild:
+    """The build without Prefect (``run_build`` in this process), each stage timed (wall, CPU,
+    store, GC) in its ``run_batch``, discovery as the time before the first batch; when it ends,
+    the model calls it sent are counted."""
 
     count_calls: bool = True
     timings: dict[str, StageTiming] = field(default_factory=lambda: defaultdict(StageTiming))
@@ -188,58 +186,57 @@ class _TimedRoute:
     #: (outcomes, transactions) of the attempts' group commit
     outcome_writes: tuple[int, int] = (0, 0)
 
-    @contextlib.contextmanager
-    def bind(self, ctx: Any) -> Iterator[Any]:
-        from arcticqa.pipeline.build import BatchPlan
-        from arcticqa.pipeline.runner import BatchReport, StageSpec, run_stage_batch
-        from arcticqa.pipeline.stages import discover_papers
+    async def run(self, settings: Any) -> Any:
+        from arcticqa.pipeline.build import run_build
+        from arcticqa.pipeline.runner import BatchReport, StageSpec, open_build_context, run_stage_batch
 
         timings = self.timings
-        timer = _StoreTimer(ctx.store)
-        collector = _GCTimer()
+        async with open_build_context(settings) as ctx:
+            timer = _StoreTimer(ctx.store)
+            collector = _GCTimer()
+            discovery: list[float] = [time.perf_counter(), time.process_time()]
 
-        async def discover(c: Any) -> dict[str, Any] | None:
-            t0, c0 = time.perf_counter(), time.process_time()
-            out = await discover_papers(c)
-            timings["discover"].wall_s += time.perf_counter() - t0
-            timings["discover"].cpu_s += time.process_time() - c0
-            return out
+            async def run_batch(spec: StageSpec, ids: list[str]) -> BatchReport:
+                if discovery:  # the first batch: discovery has ended
+                    timings["discover"].wall_s += time.perf_counter() - discovery[0]
+                    timings["discover"].cpu_s += time.process_time() - discovery[1]
+                    discovery.clear()
+                timer.stage = spec.name
+                t0, c0, g0 = time.perf_counter(), time.process_time(), collector.spent
+                report = await run_stage_batch(ctx, spec, ids)
+                t = timings[spec.name]
+                t.wall_s += time.perf_counter() - t0
+                t.cpu_s += time.process_time() - c0
+                t.gc_s += collector.spent - g0
+                t.papers += report.attempted
+                for k, v in report.counts.items():
+                    t.counts[k] = t.counts.get(k, 0) + v
+                return report
 
-        async def dispatch(spec: StageSpec, batch_no: int, ids: list[str]) -> BatchReport:
-            timer.stage = spec.name
-            t0, c0, g0 = time.perf_counter(), time.process_time(), collector.spent
-            report = await run_stage_batch(ctx, spec, ids)
-            t = timings[spec.name]
-            t.wall_s += time.perf_counter() - t0
-            t.cpu_s += time.process_time() - c0
-            t.gc_s += collector.spent - g0
-            t.papers += report.attempted
-            for k, v in report.counts.items():
-                t.counts[k] = t.counts.get(k, 0) + v
-            return report
-
-        with collector:
-            yield BatchPlan(dispatch=dispatch, discover=discover)
-        for stage, spent in timer.spent.items():
-            timings[stage].store_s = spent
-        writes = getattr(ctx, "outcomes", None)
-        if writes is not None:
-            self.outcome_writes = (writes.outcomes, writes.transactions)
-        if self.count_calls:
-            self.calls = [c for c in ctx.store.llm_calls() if not c.cache_hit]
+            with collector:
+                summary = await run_build(ctx, run_batch)
+            for stage, spent in timer.spent.items():
+                timings[stage].store_s = spent
+            writes = ctx.outcomes
+            if writes is not None:
+                self.outcome_writes = (writes.outcomes, writes.transactions)
+            if self.count_calls:
+                self.calls = [c for c in ctx.store.llm_calls() if not c.cache_hit]
+        return summary
 
 
 def _local_build(config: Path, *, count_calls: bool = True) -> tuple[dict[str, StageTiming], dict[str, Any]]:
-    from arcticqa.config import load_settings
-    from arcticqa.pipeline.build import LocalOrchestrator, build
+    import asyncio
 
-    route = _TimedRoute(count_calls=count_calls)
-    summary = build(load_settings(config), orchestrator=LocalOrchestrator(route))
-    calls = route.calls
+    from arcticqa.config import load_settings
+
+    timed = _TimedBuild(count_calls=count_calls)
+    summary = asyncio.run(timed.run(load_settings(config)))
+    calls = timed.calls
     extra = {"summary": summary.model_dump(mode="json"), "http_calls": len(calls),
              "calls_by_role": dict(sorted(_count(c.role for c in calls).items())),
-             "failed_calls": sum(1 for c in calls if c.error), "outcome_writes": route.outcome_writes}
-    return dict(route.timings), extra
+             "failed_calls": sum(1 for c in calls if c.error), "outcome_writes": timed.outcome_writes}
+    return dict(timed.timings), extra
 
 
 def _count(values: Any) -> dict[str, int]:
@@ -285,10 +282,10 @@ def run_workers(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
     return time.perf_counter() - started, [timings for timings, _ in results]
 
 
-def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespace, server: str = "temporary",
-                early_stages: bool = True) -> dict[str, Any]:
-    """The same build as the ``build-arcticqa`` flow; task bodies (and the early work, if any)
-    timed from inside. ``server`` and ``early_stages``: the ``[prefect]`` settings."""
+def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespace,
+                server: str = "temporary") -> dict[str, Any]:
+    """The same build as the ``build-arcticqa`` flow; task bodies timed from inside. ``server``:
+    the ``[prefect]`` setting."""
     import psutil
 
     import flows.build_arcticqa as flow_module
@@ -299,12 +296,10 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
                           paper_concurrency=args.paper_concurrency, max_concurrency=args.model_concurrency,
                           extra_model=args.extra_model)
     bodies: list[tuple[float, float, float]] = []  # (start, wall, cpu)
-    # every stage-batch task's body: its batch run, or the early work's outcomes it reports
-    original = flow_module._run_batch
-    original_early = flow_module.run_early  # type: ignore[attr-defined]
-    original_watch = flow_module.watch_server  # type: ignore[attr-defined]
-    early: list[float] = []  # wall of the early work
-    marks: dict[str, float] = {}  # when the server answered and the early work ended (cold route)
+    # every stage-batch task's body: its batch run
+    original = flow_module.run_stage_batch  # type: ignore[attr-defined]
+    original_wait = flow_module.wait_for_server  # type: ignore[attr-defined]
+    marks: dict[str, float] = {}  # when the server answered (a cold shared server)
 
     async def timed(*a: Any, **kw: Any) -> Any:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -313,63 +308,49 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
         finally:
             bodies.append((t0, time.perf_counter() - t0, time.process_time() - c0))
 
-    async def timed_early(*a: Any, **kw: Any) -> Any:
-        t0 = time.perf_counter()
+    def waited(*a: Any, **kw: Any) -> Any:
         try:
-            return await original_early(*a, **kw)
+            return original_wait(*a, **kw)
         finally:
-            early.append(time.perf_counter() - t0)
-            marks["early_end"] = time.perf_counter()
-
-    def watched(*a: Any, **kw: Any) -> threading.Event:
-        answering = original_watch(*a, **kw)
-
-        def note() -> None:
-            answering.wait()
             marks["answered"] = time.perf_counter()
-
-        threading.Thread(target=note, daemon=True).start()
-        return answering
 
     def server_cpu() -> dict[int, float]:
         # the temporary server and the shared one are both this process's children
         return {p.pid: sum(p.cpu_times()[:2]) for p in psutil.Process().children(recursive=True)
                 if "prefect" in " ".join(_cmdline(p))}
 
-    flow_module._run_batch = timed
-    flow_module.run_early = timed_early  # type: ignore[attr-defined]
-    flow_module.watch_server = watched  # type: ignore[attr-defined]
-    settings = load_settings(config, prefect={"server": server, "early_stages": early_stages})
+    flow_module.run_stage_batch = timed  # type: ignore[attr-defined]
+    flow_module.wait_for_server = waited  # type: ignore[attr-defined]
+    settings = load_settings(config, prefect={"server": server})
     try:
         before = server_cpu()
         started, cpu0 = time.perf_counter(), time.process_time()
-        build(settings, orchestrator=flow_module.PREFECT)
+        build(settings, orchestrator=flow_module.run_flow)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
         after = server_cpu()
     finally:
-        flow_module._run_batch = original
-        flow_module.run_early = original_early  # type: ignore[attr-defined]
-        flow_module.watch_server = original_watch  # type: ignore[attr-defined]
+        flow_module.run_stage_batch = original  # type: ignore[attr-defined]
+        flow_module.wait_for_server = original_wait  # type: ignore[attr-defined]
     first = min(b[0] for b in bodies) - started
-    return {"wall_s": wall, "cpu_s": cpu, "tasks": len(bodies) + 1, "bodies_wall_s": sum(b[1] for b in bodies),
-            "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first, "early_s": sum(early),
+    return {"wall_s": wall, "cpu_s": cpu, "tasks": len(bodies), "bodies_wall_s": sum(b[1] for b in bodies),
+            "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first,
             "server_cpu_s": sum(c - before.get(pid, 0.0) for pid, c in after.items()),
             "marks": {k: v - started for k, v in marks.items()}}
 
 
 def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
                        ) -> list[tuple[str, dict[str, Any]]]:
-    """The flow side by side: Prefect's temporary server (the route before issue 23 section 2);
-    the shared server's first build (it starts the server: cold), waiting for it before the flow
-    (the route before session 6) and with early stages, alternated ``args.cold_runs`` times;
-    then a build that finds it running (warm). The shared server gets a PREFECT_HOME of its own,
-    whose database is created (and the server stopped) before the cold runs, so that, like the
-    temporary server here, it starts on an existing database."""
+    """The flow side by side: Prefect's temporary server; the shared server's first build (it
+    starts the server and waits for it: cold), ``args.cold_runs`` times; then a build that finds
+    it running (warm: the build after ``arcticqa prefect start``, or after another build). The
+    shared server gets a PREFECT_HOME of its own, whose database is created (and the server
+    stopped) before the cold runs, so that, like the temporary server here, it starts on an
+    existing database."""
     from prefect.server.api.server import SubprocessASGIServer
 
     from flows.prefect_server import ensure_server, stop_server
 
-    routes = [("temporary server (old)", run_prefect(work / "temporary", corpus, base_url, args, "temporary"))]
+    routes = [("temporary server", run_prefect(work / "temporary", corpus, base_url, args, "temporary"))]
     # Prefect keeps its temporary server until this process exits; stopped here so that its
     # clean-up does not run beside the shared server's builds. Its log worker goes first: it
     # would send the next runs' log lines to the stopped server ("Error logging to API")
@@ -380,15 +361,11 @@ def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.N
     os.environ["PREFECT_HOME"] = str(home)
     try:
         ensure_server(60.0, timeout_s=float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
-        pair = ((False, "waits for it (before)"), (True, "early work meanwhile"))
         for i in range(args.cold_runs):
-            # the order alternates too, so neither variant always runs first
-            for early, label in pair if i % 2 == 0 else pair[::-1]:
-                _drain_prefect()
-                stop_server()
-                routes.append((f"shared server, first build, {label}",
-                               run_prefect(work / f"shared-cold-{i}-{int(early)}", corpus, base_url, args, "shared",
-                                           early_stages=early)))
+            _drain_prefect()
+            stop_server()
+            routes.append(("shared server, first build (starts it, waits for it)",
+                           run_prefect(work / f"shared-cold-{i}", corpus, base_url, args, "shared")))
         routes.append(("shared server, next build (warm)",
                        run_prefect(work / "shared-warm", corpus, base_url, args, "shared")))
     finally:
@@ -523,21 +500,18 @@ def _report_prefect(n: int, local_wall: float, timings: dict[str, StageTiming], 
     and around its task bodies (server start-up, task runs)."""
     overhead = prefect["wall_s"] - prefect["bodies_wall_s"] - timings["discover"].wall_s
     api = os.environ.get("PREFECT_API_URL")
-    early = f"; early stages {prefect['early_s']:.2f} s before the flow" if prefect.get("early_s") else ""
     marks = prefect.get("marks", {})
-    if "answered" in marks and "early_end" in marks:
-        # the hand-over: the papers in a stage when the server answered finish it before the flow starts
-        early += (f" (the server answered {marks['answered']:.2f} s into the build, the early work ended "
-                  f"{marks['early_end']:.2f} s in)")
+    answered = f" (the server answered {marks['answered']:.2f} s into the build)" if "answered" in marks else ""
     print(f"prefect flow, {f'PREFECT_API_URL {api}' if api else route or 'temporary server'}: wall "
           f"{prefect['wall_s']:.2f} s, {prefect['tasks']} tasks, task bodies "
-          f"{prefect['bodies_wall_s']:.2f} s wall; build start until first task {prefect['startup_s']:.2f} s{early}")
+          f"{prefect['bodies_wall_s']:.2f} s wall; build start until first task {prefect['startup_s']:.2f} s"
+          f"{answered}")
     plain = (prefect["wall_s"] - local_wall) / prefect["wall_s"]
     print(f"  Prefect's share, against the same build without Prefect ({local_wall:.2f} s): "
           f"{prefect['wall_s'] - local_wall:.2f} s = {plain:.0%} (target <= {TARGET_PREFECT_SHARE:.0%}: "
           f"{_met(plain <= TARGET_PREFECT_SHARE)})")
     share = overhead / prefect["wall_s"]
-    print(f"  Prefect's share, flow wall minus task bodies and discovery (counts early work as Prefect's): "
+    print(f"  Prefect's share, flow wall minus task bodies and discovery: "
           f"{overhead:.2f} s = {share:.0%} (target <= "
           f"{TARGET_PREFECT_SHARE:.0%}: {_met(share <= TARGET_PREFECT_SHARE)}) "
           f"({1000 * (overhead - prefect['startup_s']) / prefect['tasks']:.0f} ms per task after startup); "
@@ -580,7 +554,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", choices=("overhead", "saturation", "both"), default="both")
     parser.add_argument("--prefect", action="store_true", help="also run the overhead build as the Prefect flow")
     parser.add_argument("--cold-runs", type=int, default=1,
-                        help="--prefect: first builds on the shared server, each with and without early stages")
+                        help="--prefect: first builds on the shared server (each starts it and waits for it)")
     parser.add_argument("--batch-size", type=int, default=200)
     parser.add_argument("--paper-concurrency", type=int, default=128)
     parser.add_argument("--model-concurrency", type=int, default=64, help="the model config's max_concurrency")

@@ -4,12 +4,12 @@ Without ``PREFECT_API_URL``, Prefect starts a temporary server subprocess in eve
 and stops it at exit: 8–10 s (most of it importing Prefect's server: FastAPI, SQLAlchemy, the
 ORM models, docket) before the flow's first task, on a 2-core machine, whatever the size of the
 build (docs/performance.md, "What is in the way"). With ``[prefect] server = "shared"`` (the
-default) a build instead looks for the server an earlier build left running for the same
-``PREFECT_HOME`` (so the same database), health-checks it and uses it; if there is none, it
-starts one in the background that outlives the build: :func:`ensure_server` starts it and waits
-for it; :func:`start_server` and :func:`wait_for_server` split the two, so the build can work
-meanwhile until :func:`watch_server` says the server answers (``flows.build_arcticqa``,
-``[prefect] early_stages``).
+default) a build instead looks for the server an earlier build (or ``arcticqa prefect start``)
+left running for the same ``PREFECT_HOME`` (so the same database), health-checks it and uses
+it; if there is none, it starts one in the background that outlives the build and waits for it:
+:func:`ensure_server` does both under the lock; :func:`start_server` and :func:`wait_for_server`
+split the two, so a waiting build can say how long it has waited (``flows.build_arcticqa``) and
+``arcticqa prefect start --no-wait`` can return at once.
 
 Where it is written down, all under ``$PREFECT_HOME`` (the database it serves lives there too):
 
@@ -41,11 +41,10 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +52,8 @@ from typing import Any
 
 from arcticqa.errors import BuildFailed
 
-__all__ = ["SharedServer", "prefect_home", "running_server", "ensure_server", "start_server",
-           "wait_for_server", "watch_server", "stop_server", "using_server"]
+__all__ = ["SharedServer", "prefect_home", "running_server", "startup_timeout_s", "ensure_server",
+           "start_server", "wait_for_server", "waiting_line", "stop_server", "using_server"]
 
 _STATE = "arcticqa-server.json"
 _LOCK = "arcticqa-server.lock"
@@ -156,6 +155,12 @@ def running_server(home: Path | None = None) -> SharedServer | None:
     return None
 
 
+def startup_timeout_s() -> float:
+    """How long a build waits for a starting server: ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``
+    (which importing ``flows`` sets to 90 unless the user did), read without importing Prefect."""
+    return float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 90)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -181,10 +186,13 @@ def _spawn(home: Path, idle_shutdown_s: float) -> SharedServer:
     return server
 
 
-def _answers_within(server: SharedServer, timeout_s: float) -> bool:
-    """Whether ``server`` answers its health check within ``timeout_s`` (False as soon as it exits)."""
+def _answers_within(server: SharedServer, timeout_s: float, waiting: Callable[[], None] | None = None) -> bool:
+    """Whether ``server`` answers its health check within ``timeout_s`` (False as soon as it exits);
+    ``waiting`` is called before each check."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and _alive(server.pid):
+        if waiting is not None:
+            waiting()
         if _healthy(server):
             return True
         time.sleep(0.1)
@@ -220,50 +228,66 @@ def _ensure(home: Path, idle_shutdown_s: float, timeout_s: float, *, attempts: i
         raise _no_answer(home, state, timeout_s)
 
 
-def start_server(idle_shutdown_s: float, home: Path | None = None) -> SharedServer | None:
-    """Start the shared server of ``home`` unless one is there, without waiting for it to answer.
+def start_server(idle_shutdown_s: float, home: Path | None = None) -> tuple[SharedServer, bool]:
+    """The shared server of ``home``, started now unless one is there, without waiting for it to
+    answer (one that is there may be answering already, or still starting); and whether this
+    call started it.
 
-    Returns the server that is still starting (started now, or by another build a moment ago),
-    for :func:`wait_for_server`; None when one already answers (nothing to wait for). The state
-    file names the new server before the lock is released, so a build that starts meanwhile
-    waits for this server instead of starting its own.
+    The state file names a new server before the lock is released, so a build that starts
+    meanwhile waits for this server instead of starting its own.
     """
     home = home or prefect_home()
     with _locked(home):
         found = _read_state(home)
         if found is not None and _ours(found.pid):
-            return None if _healthy(found) else found
-        return _spawn(home, idle_shutdown_s)
+            return found, False
+        return _spawn(home, idle_shutdown_s), True
 
 
 def wait_for_server(server: SharedServer, idle_shutdown_s: float, timeout_s: float = 90.0,
-                    home: Path | None = None) -> SharedServer:
-    """``server`` (from :func:`start_server`) once it answers, waiting up to ``timeout_s`` from now.
+                    home: Path | None = None, waiting: Callable[[], None] | None = None) -> SharedServer:
+    """``server`` (from :func:`start_server`) once it answers, waiting up to ``timeout_s`` from now
+    and calling ``waiting`` every 0.1 s meanwhile (a progress line).
 
     A server that exited while starting is replaced as :func:`ensure_server` does (once, on
     another port); one that is alive but does not answer in time is an error, the same one.
     """
     home = home or prefect_home()
-    if _answers_within(server, timeout_s):
+    if _answers_within(server, timeout_s, waiting):
         return server
     if _alive(server.pid):
         raise _no_answer(home, server, timeout_s)
     return _ensure(home, idle_shutdown_s, timeout_s, attempts=1)
 
 
-def watch_server(server: SharedServer, timeout_s: float = 90.0) -> threading.Event:
-    """An event set once ``server`` (from :func:`start_server`) answers its health check, or exits,
-    or ``timeout_s`` has passed: whichever comes first, the build should stop doing work ahead of
-    the flow and go to :func:`wait_for_server`, which tells the three apart. Polled from a daemon
-    thread, so the build's event loop never waits on it."""
-    done = threading.Event()
+@contextmanager
+def waiting_line(server: SharedServer, *, advice: bool = True) -> Iterator[Callable[[], None]]:
+    """A ``waiting`` for :func:`wait_for_server`: one line on stderr while a build (or ``arcticqa
+    prefect start``) waits for the shared server; on a terminal it counts the seconds in place and
+    says when the server answered, elsewhere it is written once. ``advice``: the line says how to
+    start the server ahead of a build."""
+    started = time.monotonic()
+    tty = sys.stderr.isatty()
+    shown: list[int] = []
+    what = (f"waiting for the Prefect server to start (pid {server.pid}, {server.api_url}"
+            + ("; `arcticqa prefect start` starts it ahead of a build)" if advice else ")"))
 
-    def watch() -> None:
-        _answers_within(server, timeout_s)
-        done.set()
+    def waiting() -> None:
+        seconds = int(time.monotonic() - started)
+        if not shown or (tty and seconds != shown[-1]):
+            sys.stderr.write(f"\r{what}: {seconds} s" if tty else f"{what}\n")
+            sys.stderr.flush()
+            shown.append(seconds)
 
-    threading.Thread(target=watch, name="arcticqa-prefect-server-watch", daemon=True).start()
-    return done
+    answered = False
+    try:
+        yield waiting
+        answered = True
+    finally:
+        if shown and tty:
+            end = f": answered after {time.monotonic() - started:.1f} s" if answered else ""
+            sys.stderr.write(f"\r{what}{end}\n" if end else "\n")
+            sys.stderr.flush()
 
 
 @contextmanager
@@ -373,8 +397,8 @@ async def _first_request(app: Any) -> None:
     """One API request to the app in this process before it serves: FastAPI works out every
     route's request handling on the first request the API app matches (~0.5 s of CPU for
     Prefect's ~180 routes, measured with curl on a fresh server: the first API request 0.54 s, the
-    next 4 ms). Paid here, while the server is not yet answering and the first build is still
-    working ahead of the flow, it is not paid by that build's first API call once the flow starts.
+    next 4 ms). Paid here, before the server answers its health checks, it is not paid by the
+    first API call of the flow run that waited for it.
     (``/api/health`` does not count: it is answered before the API app.)"""
     import httpx
 

@@ -1,16 +1,17 @@
 """The Prefect server builds share (``flows/prefect_server.py``), with real server processes.
 
-1. Two ``arcticqa build`` runs with ``[prefect] server = "shared"``: the first starts the server,
-   the second reuses the same process (the flow runs of both are in its database); the API key
-   of the build is not in the server's environment; ``arcticqa prefect status`` shows it and
-   ``arcticqa prefect stop`` ends it, leaving no process behind.
+1. ``arcticqa prefect start --no-wait`` starts the server and returns; an ``arcticqa build`` with
+   ``[prefect] server = "shared"`` started meanwhile uses that server (waiting for it, if need be),
+   a second build reuses the same process without waiting (the flow runs of both are in its
+   database); the API key of the build is not in the server's environment; ``arcticqa prefect
+   start`` finds it running, ``arcticqa prefect status`` shows it and ``arcticqa prefect stop``
+   ends it, leaving no process behind.
 2. Two processes that ask for the server at the same moment get one server between them; it
    stays up while a build process is registered as its user, and stops by itself once idle.
 3. A server whose state file is gone (its temporary PREFECT_HOME was removed) stops by itself.
 4. A state file whose pid now belongs to another process is not taken for a server: nothing is
    signalled, and the stale file goes.
-5. ``watch_server`` (the early work's signal to stop) is set when the server answers, when it
-   has exited, or at the timeout, whichever comes first.
+5. ``wait_for_server`` calls its ``waiting`` (the build's progress line) until the server answers.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from flows.prefect_server import (
     running_server,
     stop_server,
     using_server,
-    watch_server,
+    wait_for_server,
 )
 from tests.pipeline_fixtures import ScriptedModel, make_corpus, write_config
 
@@ -85,16 +86,28 @@ def _flow_runs(server: SharedServer) -> list[dict[str, object]]:
 @pytest.mark.slow
 def test_builds_reuse_one_server_until_it_is_stopped(tmp_path: Path, home: Path) -> None:
     corpus = make_corpus(tmp_path / "corpus")
+    started = time.monotonic()
+    starting = _cli(home, "prefect", "start", "--no-wait")
+    assert starting.returncode == 0 and "shared Prefect server starting: pid" in starting.stdout, starting.stdout
+    assert time.monotonic() - started < 15, "--no-wait waited for the server"
+    pid = int(starting.stdout.split("pid ", 1)[1].split(",", 1)[0])
     with FakeOpenAIServer(ScriptedModel()) as endpoint:
         first = _cli(home, "build", "-c", str(write_config(tmp_path / "one", base_url=endpoint.base_url,
                                                            corpus=corpus)))
         assert first.returncode == 0, first.stdout + first.stderr
+        # it waited for the server `prefect start` had started (unless that answered first: a fast
+        # machine), in one line
+        waited = [line for line in first.stderr.splitlines() if "waiting for the Prefect server" in line]
+        assert len(waited) <= 1 and all(f"pid {pid}," in line for line in waited), first.stderr
         server = running_server(home)
-        assert server is not None, "the first build left no shared server running"
+        assert server is not None and server.pid == pid, "the first build did not use the server prefect start started"
         second = _cli(home, "build", "-c", str(write_config(tmp_path / "two", base_url=endpoint.base_url,
                                                             corpus=corpus)))
         assert second.returncode == 0, second.stdout + second.stderr
+        assert "waiting for the Prefect server" not in second.stderr
     assert running_server(home) == server, "the second build did not reuse the first build's server"
+    again = _cli(home, "prefect", "start")
+    assert again.returncode == 0 and f"already running: pid {server.pid}," in again.stdout, again.stdout
     runs = _flow_runs(server)
     assert [r["state_type"] for r in runs] == ["COMPLETED", "COMPLETED"]
     assert {r["flow_id"] for r in runs} and len({r["id"] for r in runs}) == 2
@@ -171,25 +184,27 @@ class _Health(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_watch_server_says_when_the_build_should_stop_working_ahead_of_the_flow() -> None:
-    """The early work stops once the server answers, once it has exited, or at the timeout."""
-    # answers: a loopback HTTP server with Prefect's health route, in this (live) process
-    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health) as health:
-        threading.Thread(target=health.serve_forever, daemon=True).start()
-        try:
-            answering = watch_server(SharedServer(pid=os.getpid(), port=health.server_address[1]), timeout_s=30)
-            assert answering.wait(10)
-        finally:
+def test_wait_for_server_reports_while_it_waits(home: Path) -> None:
+    # answers after a while: a loopback HTTP server with Prefect's health route, in this (live)
+    # process, started once the wait has begun
+    with socket.socket() as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        port = reserved.getsockname()[1]
+    calls: list[float] = []
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def waiting() -> None:
+        calls.append(time.monotonic())
+        if len(calls) == 5:  # about half a second in
+            health = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Health)
+            threading.Thread(target=health.serve_forever, daemon=True).start()
+            servers.append(health)
+
+    try:
+        server = SharedServer(pid=os.getpid(), port=port)
+        assert wait_for_server(server, 60.0, timeout_s=30, home=home, waiting=waiting) == server
+        assert 5 <= len(calls) < 100
+    finally:
+        for health in servers:
             health.shutdown()
-    # exited: a process that is gone is not waited for until the timeout
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    started = time.monotonic()
-    assert watch_server(SharedServer(pid=gone.pid, port=1), timeout_s=30).wait(10)
-    assert time.monotonic() - started < 5
-    # alive but silent: set at the timeout, not before
-    with socket.socket() as free:
-        free.bind(("127.0.0.1", 0))
-        silent = watch_server(SharedServer(pid=os.getpid(), port=free.getsockname()[1]), timeout_s=1.0)
-        assert not silent.wait(0.5)
-        assert silent.wait(10)
+            health.server_close()

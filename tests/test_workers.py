@@ -333,8 +333,8 @@ def test_a_build_freezes_the_heap_it_starts_with_and_gives_it_back(tmp_path: Pat
 
 
 def test_a_held_frozen_heap_spares_the_next_build_context_a_full_collection(tmp_path: Path) -> None:
-    """The early work and then the Prefect flow open one build context after another; held
-    around both, the heap is frozen (and collected in full) once, not again between them."""
+    """A caller that opens one build context after another holds the frozen heap around both:
+    the heap is frozen (and collected in full) once, not again between them."""
     import gc
 
     settings = load_settings(None, store={"url": f"sqlite:///{tmp_path / 's.db'}"})

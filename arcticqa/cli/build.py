@@ -66,9 +66,9 @@ SourceOption = Annotated[
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
          source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1) -> None:
     # imported here, not at the top: every CLI command starts faster without the build's imports
-    from arcticqa.pipeline.build import LOCAL, check_workers
     from arcticqa.pipeline.build import Orchestrator as BuildOrchestrator
     from arcticqa.pipeline.build import build as pipeline_build
+    from arcticqa.pipeline.build import check_workers
 
     # the options travel as settings, never through the environment
     overrides: dict[str, Any] = {}
@@ -77,12 +77,12 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     if keywords is not None:
         overrides["keywords_file"] = keywords
     settings = load_cli_settings(config, **({"build": overrides} if overrides else {}))
-    route: BuildOrchestrator = LOCAL
+    route: BuildOrchestrator | None = None  # local: the stages in this process
     if orchestrator is Orchestrator.prefect:
         # imported only on this route: importing Prefect costs seconds the local route never pays
-        from flows.build_arcticqa import PREFECT
+        from flows.build_arcticqa import run_flow
 
-        route = PREFECT
+        route = run_flow
     check_workers(route, workers)
     # before the store is opened (or created) and before a Prefect server starts: a wrong path, a
     # missing key, no network or a wrong base_url is one line and exit 1/2, not minutes of retries

@@ -27,7 +27,7 @@ from arcticqa.evaluate.policies import run_open_reference_policies, run_referenc
 from arcticqa.evaluate.reportio import check_report_folder
 from arcticqa.outputs import check_folder_target, os_errors, write_file
 from arcticqa.pipeline.audit import audit_data
-from arcticqa.pipeline.build import LOCAL, Orchestrator
+from arcticqa.pipeline.build import Orchestrator
 from arcticqa.pipeline.build import build as pipeline_build
 from arcticqa.pipeline.export import export_from_store
 from arcticqa.pipeline.funnel import funnel_counts
@@ -128,12 +128,12 @@ def run_demo(out_dir: Path = Path("out/demo"), *, orchestrator: str = "prefect",
     result = DemoResult(out_dir=out_dir, build={}, items=0, artifacts={"config": config})
 
     def build() -> dict[str, Any]:
-        route: Orchestrator = LOCAL
+        route: Orchestrator | None = None  # local: the stages in this process
         if orchestrator == "prefect":
             # imported only on this route: importing Prefect costs seconds the local route never pays
-            from flows.build_arcticqa import PREFECT
+            from flows.build_arcticqa import run_flow
 
-            route = PREFECT
+            route = run_flow
         return pipeline_build(settings, orchestrator=route).model_dump(mode="json")
 
     result.build = _step(console, result, "build", "build-arcticqa flow on the sample corpus", build)

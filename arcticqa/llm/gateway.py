@@ -123,11 +123,9 @@ class Budget:
     paper_spent_usd: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def of_build(cls, settings: Settings, spent_usd: float = 0.0,
-                 paper_spent_usd: Mapping[str, float] | None = None) -> Budget:
-        """The caps ``settings.build`` sets, with what was spent already (a build in two parts)."""
-        return cls(settings.build.budget_usd, settings.build.budget_per_paper_usd, spent_usd=spent_usd,
-                   paper_spent_usd=dict(paper_spent_usd or {}))
+    def of_build(cls, settings: Settings) -> Budget:
+        """The caps ``settings.build`` sets, nothing spent yet."""
+        return cls(settings.build.budget_usd, settings.build.budget_per_paper_usd)
 
     def check(self, paper_id: str | None = None) -> None:
         if self.cap_usd is not None and self.spent_usd >= self.cap_usd:

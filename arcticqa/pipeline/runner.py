@@ -34,7 +34,7 @@ from sqlmodel import SQLModel
 from arcticqa.config import Settings
 from arcticqa.errors import BudgetExceeded, ClaimedElsewhere
 from arcticqa.evidence import Document
-from arcticqa.llm.gateway import Budget, CallRecord, Gateway, paper_scope
+from arcticqa.llm.gateway import CallRecord, Gateway, paper_scope
 from arcticqa.llm.types import RoleClient
 from arcticqa.pipeline.ledger import StoreLedger
 from arcticqa.pipeline.outcomes import OutcomeWriter, write_alone
@@ -86,9 +86,6 @@ class BuildContext:
     run_id: str
     retry_rejected: frozenset[str] = frozenset()
     stopped: str | None = None  # set when the budget cap is reached: no new work is started
-    #: early work (``arcticqa.pipeline.build.run_early``): whether a stage starts no new paper now
-    #: because the Prefect flow takes the build over (its server answers); None: never
-    hand_over: Callable[[str], bool] | None = None
     worker_id: str | None = None  # this process's row in ``worker``; stamped on every claimed attempt
     #: the gateway's recorder on the store; construction steps hold their call records for their
     #: own write (:meth:`StoreLedger.held`)
@@ -153,17 +150,6 @@ class BatchReport:
     def failure_share(self) -> float:
         return self.counts["failed"] / self.attempted if self.attempted else 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "counts": dict(self.counts), "errors": self.errors,
-                "statuses": self.statuses, "stopped": self.stopped}
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> BatchReport:
-        report = cls(stage=raw["stage"], errors=dict(raw.get("errors") or {}),
-                     statuses=dict(raw.get("statuses") or {}), stopped=raw.get("stopped"))
-        report.counts.update(raw.get("counts") or {})
-        return report
-
 
 class Heartbeat:
     """Registers this process as a worker and keeps its heartbeat fresh from a daemon thread.
@@ -194,11 +180,9 @@ class Heartbeat:
 
 @asynccontextmanager
 async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str] = (),
-                             store: Store | None = None, budget: Budget | None = None,
-                             hand_over: Callable[[str], bool] | None = None) -> AsyncIterator[BuildContext]:
+                             store: Store | None = None) -> AsyncIterator[BuildContext]:
     """A build context for one run: its store (``store``, or the configured one, closed on exit),
-    model gateway (spending into ``budget``, default the settings' caps from zero), HTTP client
-    and worker heartbeat; ``hand_over``: :attr:`BuildContext.hand_over`."""
+    model gateway (spending within the settings' caps), HTTP client and worker heartbeat."""
     own_store = store is None
     store = store or open_store(settings)
     run_id = uuid.uuid4().hex[:16]
@@ -206,12 +190,12 @@ async def open_build_context(settings: Settings, *, retry_rejected: Sequence[str
     ledger = StoreLedger(store, run_id)
     try:
         # roles configured offline (the default) are answered by the rule-based stand-ins
-        async with Gateway(settings, ledger, budget=budget, ledger=ledger, run_id=run_id,
+        async with Gateway(settings, ledger, ledger=ledger, run_id=run_id,
                            offline_roles=OFFLINE_ROLES) as gateway, httpx.AsyncClient() as http:
             with frozen_heap():
                 yield BuildContext(settings=settings, store=store, llm=gateway, http=http, run_id=run_id,
                                    retry_rejected=frozenset(retry_rejected), worker_id=heartbeat.worker_id,
-                                   ledger=ledger, outcomes=OutcomeWriter(store), hand_over=hand_over)
+                                   ledger=ledger, outcomes=OutcomeWriter(store))
     except BaseException as exc:
         # Ctrl-C (the task is cancelled), SIGTERM (:func:`interruptible`), or an error that ends the
         # build: the attempts still open would show "running" for ever; they say what happened
@@ -269,9 +253,8 @@ def frozen_heap() -> Iterator[None]:
     Measured with bench.bench_pipeline ("GC ms/paper" of construct): 3.2 ms per paper before, 1.3
     with the freeze alone, 0.5 with both (young threshold 20,000), 0.2-0.3 with 100,000. Nested
     builds in one process (tests) change this once; the outermost gives the heap back and restores
-    the thresholds when it ends. A caller that opens one build context after another (the early
-    work, then the Prefect flow) holds it around both, so the second does not collect the whole
-    heap again (~0.2 s, between the two).
+    the thresholds when it ends. A caller that opens one build context after another holds it
+    around both, so the second does not collect the whole heap again (~0.2 s, between the two).
     """
     global _frozen_depth
     if _frozen_depth == 0:
@@ -315,7 +298,7 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
             # another worker is (or was, if it died) mid-way through the upstream stage: the
             # build's re-check pass comes back to this paper
             return "claimed_elsewhere" if upstream is not None and upstream.status == "running" else "blocked"
-    if ctx.stopped or (ctx.hand_over is not None and ctx.hand_over(spec.name)):
+    if ctx.stopped:
         return "not_started"
     claim = ctx.store.claim_run(paper_id, spec.name, "", input_hash=input_hash(spec.inputs(ctx, paper_id)),
                                 run_id=ctx.run_id, worker_id=ctx.worker_id,

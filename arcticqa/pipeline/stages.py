@@ -10,7 +10,6 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from arcticqa.config import Settings
 from arcticqa.errors import StageError
 from arcticqa.papers import PaperRecord
 from arcticqa.pipeline.discovery import StoreCheckpoint
@@ -44,7 +43,7 @@ from arcticqa.stages.prefilter import (
 from arcticqa.store.tables import FetchRow, ItemRow, ScreeningDecision
 from arcticqa.text.fetch import pdf_cache_dir
 
-__all__ = ["BUILD_STAGES", "discover_papers", "stages_without_model"]
+__all__ = ["BUILD_STAGES", "discover_papers"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -259,20 +258,3 @@ BUILD_STAGES: list[StageSpec] = [
     StageSpec("construct", _construct, _construct_inputs, after="eligibility"),
 ]
 
-
-def stages_without_model(settings: Settings) -> list[StageSpec]:
-    """The leading stages of :data:`BUILD_STAGES` that make no model call with these settings.
-
-    ``eligibility`` asks the ``site_extractor`` role unless ``build.site_extractor = "never"``;
-    ``construct`` always calls models. The list stops at the first stage that may call one,
-    since every later stage needs that one's outcome.
-    """
-    free = {"prefilter", "fetch_fulltext", "extract_text"}
-    if settings.build.site_extractor == "never":
-        free.add("eligibility")
-    leading: list[StageSpec] = []
-    for spec in BUILD_STAGES:
-        if spec.name not in free:
-            break
-        leading.append(spec)
-    return leading
