@@ -299,7 +299,11 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
     # every stage-batch task's body: its batch run
     original = flow_module.run_stage_batch  # type: ignore[attr-defined]
     original_wait = flow_module.wait_for_server  # type: ignore[attr-defined]
+    original_publish = flow_module.publish_summary  # type: ignore[attr-defined]
+    progress = flow_module.StageProgress  # type: ignore[attr-defined]
+    original_start, original_advance = progress.start, progress.advance
     marks: dict[str, float] = {}  # when the server answered (a cold shared server)
+    artifacts: list[float] = []  # wall of each artifact call (the summary's includes reading the store)
 
     async def timed(*a: Any, **kw: Any) -> Any:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -314,6 +318,15 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
         finally:
             marks["answered"] = time.perf_counter()
 
+    def timed_artifact(fn: Callable[..., Any]) -> Callable[..., Any]:
+        async def timed_call(*a: Any, **kw: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return await fn(*a, **kw)
+            finally:
+                artifacts.append(time.perf_counter() - t0)
+        return timed_call
+
     def server_cpu() -> dict[int, float]:
         # the temporary server and the shared one are both this process's children
         return {p.pid: sum(p.cpu_times()[:2]) for p in psutil.Process().children(recursive=True)
@@ -321,6 +334,8 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
 
     flow_module.run_stage_batch = timed  # type: ignore[attr-defined]
     flow_module.wait_for_server = waited  # type: ignore[attr-defined]
+    flow_module.publish_summary = timed_artifact(original_publish)  # type: ignore[attr-defined]
+    progress.start, progress.advance = timed_artifact(original_start), timed_artifact(original_advance)  # type: ignore[method-assign]
     settings = load_settings(config, prefect={"server": server})
     try:
         before = server_cpu()
@@ -331,11 +346,13 @@ def run_prefect(work: Path, corpus: Path, base_url: str, args: argparse.Namespac
     finally:
         flow_module.run_stage_batch = original  # type: ignore[attr-defined]
         flow_module.wait_for_server = original_wait  # type: ignore[attr-defined]
+        flow_module.publish_summary = original_publish  # type: ignore[attr-defined]
+        progress.start, progress.advance = original_start, original_advance  # type: ignore[method-assign]
     first = min(b[0] for b in bodies) - started
     return {"wall_s": wall, "cpu_s": cpu, "tasks": len(bodies), "bodies_wall_s": sum(b[1] for b in bodies),
             "bodies_cpu_s": sum(b[2] for b in bodies), "startup_s": first,
             "server_cpu_s": sum(c - before.get(pid, 0.0) for pid, c in after.items()),
-            "marks": {k: v - started for k, v in marks.items()}}
+            "marks": {k: v - started for k, v in marks.items()}, "artifacts_s": sum(artifacts)}
 
 
 def run_prefect_routes(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
@@ -505,7 +522,7 @@ def _report_prefect(n: int, local_wall: float, timings: dict[str, StageTiming], 
     print(f"prefect flow, {f'PREFECT_API_URL {api}' if api else route or 'temporary server'}: wall "
           f"{prefect['wall_s']:.2f} s, {prefect['tasks']} tasks, task bodies "
           f"{prefect['bodies_wall_s']:.2f} s wall; build start until first task {prefect['startup_s']:.2f} s"
-          f"{answered}")
+          f"{answered}; its artifacts (progress per stage, the summary) {prefect.get('artifacts_s', 0.0):.2f} s")
     plain = (prefect["wall_s"] - local_wall) / prefect["wall_s"]
     print(f"  Prefect's share, against the same build without Prefect ({local_wall:.2f} s): "
           f"{prefect['wall_s'] - local_wall:.2f} s = {plain:.0%} (target <= {TARGET_PREFECT_SHARE:.0%}: "

@@ -14,6 +14,9 @@ budget and connection pool) in a process-local registry and uses it; in another 
 Dask worker: prefect-dask's ``DaskTaskRunner`` pickles the arguments) it opens a context of its
 own from those settings.
 
+Each flow run publishes artifacts (``flows/artifacts.py``): a progress artifact per stage and a
+Markdown summary of the build, so the Prefect UI shows how far it is and what it rejected.
+
 :func:`run_flow` is the orchestrator the interfaces hand to
 :func:`arcticqa.pipeline.build.build` to run this flow (``pipeline`` is below ``flows`` and never
 imports it). Without ``PREFECT_API_URL`` it runs the flow on the server builds share
@@ -60,6 +63,7 @@ from arcticqa.pipeline.runner import (
     shared_context,
 )
 from arcticqa.pipeline.stages import BUILD_STAGES
+from flows.artifacts import StageProgress, publish_summary
 from flows.prefect_server import running_server, start_server, using_server, wait_for_server, waiting_line
 
 __all__ = ["build_arcticqa", "stage_batch", "settings_overrides", "flow_for", "dask_task_runner", "run_flow"]
@@ -107,7 +111,8 @@ async def build_arcticqa(settings: Settings | None = None, config: str | None = 
 
     An arcticqa error ends the run in a Failed state whose message is the error's one line
     (``prefect deployment run --watch`` and the UI show it; a traceback would only reach the
-    serving terminal). Called directly, the flow still raises that error.
+    serving terminal), after the run's summary artifact says where the build got to. Called
+    directly, the flow still raises that error.
     """
     try:
         if settings is None:
@@ -120,22 +125,32 @@ async def build_arcticqa(settings: Settings | None = None, config: str | None = 
         async with open_build_context(settings, retry_rejected=rejected) as ctx:
             with shared_context(ctx):  # the tasks of this process find the context by its run id
                 distributed = _uses_dask()
-                return await run_build(ctx, _task_batches(ctx, settings, rejected, distributed), resume=resume,
-                                       parallelism=max(settings.build.dask_workers, 1) if distributed else 1)
+                try:
+                    summary = await run_build(ctx, _task_batches(ctx, settings, rejected, distributed),
+                                              resume=resume,
+                                              parallelism=max(settings.build.dask_workers, 1) if distributed else 1)
+                except ArcticQAError as exc:
+                    await publish_summary(ctx, None, exc)
+                    raise
+                await publish_summary(ctx, summary)
+                return summary
     except ArcticQAError as exc:
         return Failed(data=exc, message=f"{type(exc).__name__}: {exc}")
 
 
 def _task_batches(ctx: BuildContext, settings: Settings, retry_rejected: list[str], distributed: bool) -> RunBatch:
-    """The flow's ``run_batch``: each batch as one ``stage-batch`` task.
+    """The flow's ``run_batch``: each batch as one ``stage-batch`` task, each stage's progress
+    artifact moved after it.
 
     Task arguments are plain data or the settings, never the live context (a distributed runner
     pickles them; the flow function itself may be pickled by value for a Dask cluster, globals
     included, so the tasks reach the context through :func:`live_context`, an importable
     function, not the registry itself)."""
     numbers: Counter[str] = Counter()
+    progress = StageProgress(ctx, [spec.name for spec in BUILD_STAGES])
 
     async def run_batch(spec: StageSpec, paper_ids: list[str]) -> BatchReport:
+        await progress.start()
         numbers[spec.name] += 1
         args = (ctx.run_id, settings, retry_rejected, spec.name, numbers[spec.name] - 1, paper_ids)
         if distributed:
@@ -145,6 +160,7 @@ def _task_batches(ctx: BuildContext, settings: Settings, retry_rejected: list[st
             report = cast(BatchReport, await asyncio.to_thread(future.result))
         else:
             report = await stage_batch(*args)
+        await progress.advance(report)
         return report
 
     return run_batch

@@ -22,9 +22,10 @@ Where it is written down, all under ``$PREFECT_HOME`` (the database it serves li
 
 The server stops itself after ``prefect.idle_shutdown_s`` without a request and without a
 live build, or on ``arcticqa prefect stop``. It is the same server Prefect's temporary one is
-(``prefect.server.api.server:create_app`` under uvicorn, ephemeral services, no UI), run by
-``python -m flows.prefect_server``, except that it has served one API request to itself before
-it answers health checks (:func:`_first_request`).
+(``prefect.server.api.server:create_app`` under uvicorn, ephemeral services), run by
+``python -m flows.prefect_server``, except that it serves Prefect's UI beside the API (at
+:attr:`SharedServer.ui_url`: the flow runs and their artifacts) and has served one API request to
+itself before it answers health checks (:func:`_first_request`).
 
 This module imports no Prefect at import time: a build that finds the server running never
 imports Prefect's server package (the temporary route imports it in the build process as well).
@@ -59,8 +60,9 @@ _STATE = "arcticqa-server.json"
 _LOCK = "arcticqa-server.lock"
 _USERS = "arcticqa-server.users"
 _LOG = "arcticqa-server.log"
-#: the same switches Prefect's SubprocessASGIServer gives its temporary server
-_SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+#: the switches Prefect's SubprocessASGIServer gives its temporary server (its services, one app),
+#: but with the UI on (``_serve``)
+_SERVER_ENV = {"PREFECT_UI_ENABLED": "1", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
 _ENV_PREFIXES = ("PREFECT_", "LC_")
 _ENV_KEEP = frozenset({"PATH", "HOME", "LANG", "TZ", "TMPDIR", "DO_NOT_TRACK", "VIRTUAL_ENV", "PYTHONPATH",
                        "SSL_CERT_FILE", "SSL_CERT_DIR"})
@@ -77,6 +79,11 @@ class SharedServer:
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
+
+    @property
+    def ui_url(self) -> str:
+        """Prefect's UI, which this server serves beside its API (the flow runs, their artifacts)."""
+        return f"http://127.0.0.1:{self.port}/"
 
 
 def prefect_home() -> Path:
@@ -343,19 +350,27 @@ def _live_users(home: Path) -> int:
 
 
 def _serve(port: int, idle_shutdown_s: float) -> None:
-    """The server process: Prefect's API app under uvicorn, plus the idle watch."""
-    os.environ.update(_SERVER_ENV)
+    """The server process: Prefect's API app under uvicorn, Prefect's UI beside it, plus the idle
+    watch."""
+    # the UI asks the API at this server's own address (Prefect's default is port 4200)
+    os.environ.update({**_SERVER_ENV, "PREFECT_UI_API_URL": f"http://127.0.0.1:{port}/api"})
     # imported here: the build processes that import this module never load Prefect's server
     import uvicorn
-    from prefect.server.api.server import create_app
+    from prefect.server.api.server import create_app, create_ui_app
 
     home = prefect_home()
+    # the API app as Prefect's temporary server runs it (its services, no UI), and the UI app as
+    # `prefect server start` serves it (~0.3 s more start-up; the static files are copied once)
     app = create_app()
+    ui = create_ui_app(ephemeral=False)
     last_request = [time.monotonic()]
 
     async def activity(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            last_request[0] = time.monotonic()
+            last_request[0] = time.monotonic()  # the UI open in a browser keeps it up too
+        if scope["type"] != "lifespan" and not str(scope.get("path", "")).startswith("/api"):
+            await ui(scope, receive, send)
+            return
         await app(scope, receive, send)
 
     server = uvicorn.Server(uvicorn.Config(activity, host="127.0.0.1", port=port, log_level="error",

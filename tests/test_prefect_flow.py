@@ -6,7 +6,12 @@ behind), builds run as a user runs them (``python -m flows.build_arcticqa``, ``a
 1. A cold build (no server yet: it starts the shared server and waits for it, saying so in one
    line) gives the same summary (spend included), attempts and release as the same build
    without Prefect; every attempt is the flow run's, none was made twice.
-2. A server that cannot start fails the build with the end of the shared server's log, before
+2. The flow run publishes its artifacts: a progress artifact per stage, at 100% once the build
+   is done, and a Markdown summary with the funnel, the accepted items, rejections by rule id,
+   model calls and cost, and the store; the shared server serves the Prefect UI that shows them.
+3. A build that fails (every model call refused: the failure threshold) still publishes its
+   summary, saying why it failed; its flow run ends Failed with that one line.
+4. A server that cannot start fails the build with the end of the shared server's log, before
    the store is opened; a build without Prefect then builds everything.
 """
 
@@ -16,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,10 +33,12 @@ from sqlmodel import select
 
 from arcticqa.config import load_settings
 from arcticqa.pipeline.stages import BUILD_STAGES
+from arcticqa.standins.replies import Fault
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session
 from arcticqa.store.store import Store
 from arcticqa.store.tables import StageRun
+from flows.artifacts import SUMMARY_KEY, progress_key
 from flows.prefect_server import SharedServer, running_server, stop_server
 from tests.pipeline_fixtures import ScriptedModel, build_in_process, make_corpus, write_config
 
@@ -86,6 +94,14 @@ def _attempts(config: Path) -> list[StageRun]:
         store.close()
 
 
+def _api(server: SharedServer, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    request = urllib.request.Request(f"{server.api_url}/{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        found: list[dict[str, Any]] = json.loads(response.read())
+    return found
+
+
 @dataclass
 class Builds:
     local: dict[str, Any]
@@ -93,13 +109,22 @@ class Builds:
     flow_stderr: str
     local_config: Path
     flow_config: Path
+    failed: subprocess.CompletedProcess[str]
     server: SharedServer | None
+    #: flow run id → its state type (in the order they started), and its artifacts
+    runs: dict[str, str]
+    artifacts: dict[str, list[dict[str, Any]]]
+
+
+def _refuse(body: dict[str, Any], headers: Any) -> Fault:
+    return Fault(400, body='{"error": {"message": "refused by the test", "type": "invalid_request_error"}}')
 
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Builds]:
     """The same 3-paper build without Prefect and as the flow on a shared server the flow build
-    starts (a fresh PREFECT_HOME: cold)."""
+    starts (a fresh PREFECT_HOME: cold); then, on that server, a build whose every model call is
+    refused."""
     tmp = tmp_path_factory.mktemp("flow")
     home = tmp / "prefect-home"
     corpus = make_corpus(tmp / "corpus")
@@ -112,9 +137,19 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Builds]:
             flow_config = _shared(write_config(tmp / "flow", base_url=endpoint.base_url, corpus=corpus))
             flow = _flow_build(home, flow_config)
             assert flow.returncode == 0, flow.stdout + flow.stderr
+        with FakeOpenAIServer(_refuse) as refusing:
+            failed = _flow_build(home, _shared(write_config(tmp / "failed", base_url=refusing.base_url,
+                                                            corpus=corpus)))
         server = running_server(home)
+        runs: dict[str, str] = {}
+        artifacts: dict[str, list[dict[str, Any]]] = {}
+        if server is not None:
+            for run in _api(server, "flow_runs/filter", {"sort": "START_TIME_ASC"}):
+                runs[run["id"]] = run["state_type"]
+                artifacts[run["id"]] = _api(server, "artifacts/filter", {
+                    "artifacts": {"flow_run_id": {"any_": [run["id"]]}}, "sort": "KEY_ASC"})
         yield Builds(local=local, flow=_summary(flow.stdout), flow_stderr=flow.stderr, local_config=local_config,
-                     flow_config=flow_config, server=server)
+                     flow_config=flow_config, failed=failed, server=server, runs=runs, artifacts=artifacts)
     finally:
         left = stop_server(home)
         assert left is None or not _alive(left.pid), "the shared server outlived the test"
@@ -145,6 +180,54 @@ def test_a_cold_flow_build_equals_the_build_without_prefect(builds: Builds, tmp_
         assert done.returncode == 0, done.stdout + done.stderr
         releases.append((out / "items.jsonl").read_bytes())
     assert releases[0] == releases[1] and releases[0].count(b"\n") == 3
+
+
+@pytest.mark.slow
+def test_the_flow_run_publishes_its_progress_and_summary_as_artifacts(builds: Builds) -> None:
+    assert builds.server is not None
+    (finished, failed) = builds.runs  # the built one, then the refused one
+    assert builds.runs[finished] == "COMPLETED"
+    artifacts = builds.artifacts[finished]
+    progress = {a["key"]: a for a in artifacts if a["type"] == "progress"}
+    # one per stage, each at 100% once the build is done, saying how many papers
+    assert sorted(progress) == sorted(progress_key(s) for s in STAGES)
+    for stage in STAGES:
+        shown = progress[progress_key(stage)]
+        assert shown["data"] == 100.0 and shown["description"] == f"{stage}: 3 of 3 papers", shown
+    (summary,) = [a for a in artifacts if a["type"] == "markdown"]
+    assert summary["key"] == SUMMARY_KEY and summary["description"].endswith(": finished")
+    text = summary["data"]
+    assert text.startswith(f"# build-arcticqa run {builds.flow['run_id']}\n") and "**Finished**" in text
+    # the funnel, as `arcticqa funnel` counts it
+    assert "| discovered | papers | 3 | 0 |" in text and "| accepted | candidates | 3 | 0 |" in text
+    assert "3 accepted items from 3 papers" in text
+    assert "## Rejections by rule id" in text
+    # the accepted items, each with its question
+    store = Store(load_settings(builds.flow_config).store.url)
+    try:
+        items = store.items()
+        calls = [c for c in store.llm_calls()]
+        url = store.engine.url.render_as_string(hide_password=True)
+    finally:
+        store.close()
+    assert len(items) == 3 and all(f"`{row.item_id}`" in text for row in items)
+    # model calls and cost, as the store records them; the store's path
+    assert f"{len(calls)} calls recorded in the store" in text
+    assert f"USD {sum(c.cost_usd for c in calls):.4f} in all" in text
+    assert f"`{url}`" in text
+    assert f"`arcticqa export -c {builds.flow_config} --out DIR`" in text  # the config the build read
+    # the shared server serves Prefect's UI, asking the API at its own address
+    with urllib.request.urlopen(builds.server.ui_url, timeout=30) as page:
+        assert page.status == 200 and b"<!DOCTYPE html>" in page.read(200)
+    with urllib.request.urlopen(builds.server.ui_url + "ui-settings", timeout=30) as answer:
+        assert json.loads(answer.read())["api_url"] == builds.server.api_url
+    # the refused build's flow run failed, saying why, and still published where the build got to
+    assert builds.runs[failed] == "FAILED"
+    assert builds.failed.returncode != 0 and "FailureThresholdExceeded" in builds.failed.stderr
+    (failed_summary,) = [a for a in builds.artifacts[failed] if a["type"] == "markdown"]
+    assert failed_summary["description"].endswith(": failed")
+    assert "**Failed**: FailureThresholdExceeded: stage" in failed_summary["data"]
+    assert "0 accepted items from 3 papers" in failed_summary["data"]
 
 
 @pytest.mark.slow

@@ -81,8 +81,8 @@ def start(
     idle = idle_shutdown if idle_shutdown is not None else PrefectSettings().idle_shutdown_s
     found = running_server(home)
     if found is not None:
-        console.print(f"shared Prefect server already running: pid {found.pid}, PREFECT_API_URL={found.api_url} "
-                      f"(PREFECT_HOME={home})", highlight=False, soft_wrap=True)
+        console.print(f"shared Prefect server already running: pid {found.pid}, PREFECT_API_URL={found.api_url}, "
+                      f"UI {found.ui_url} (PREFECT_HOME={home})", highlight=False, soft_wrap=True)
         return
     started = time.monotonic()
     server, new = start_server(idle, home)
@@ -94,7 +94,7 @@ def start(
     with waiting_line(server, advice=False) as waiting:
         server = wait_for_server(server, idle, timeout_s=startup_timeout_s(), home=home, waiting=waiting)
     console.print(f"shared Prefect server answering after {time.monotonic() - started:.1f} s: pid {server.pid}, "
-                  f"PREFECT_API_URL={server.api_url} (PREFECT_HOME={home}); builds with this "
+                  f"PREFECT_API_URL={server.api_url}, UI {server.ui_url} (PREFECT_HOME={home}); builds with this "
                   f"PREFECT_HOME use it, until {idle:.0f} s without one, or `arcticqa prefect stop`",
                   highlight=False, soft_wrap=True)
 
@@ -113,7 +113,7 @@ def status() -> None:
         console.print(f"no shared Prefect server for {_where(homes)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     for home, server in found:
-        console.print(f"shared Prefect server: pid {server.pid}, PREFECT_API_URL={server.api_url} "
+        console.print(f"shared Prefect server: pid {server.pid}, PREFECT_API_URL={server.api_url}, UI {server.ui_url} "
                       f"(PREFECT_HOME={home})", highlight=False, soft_wrap=True)
 
 

@@ -13,14 +13,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import bindparam, case, func, insert, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from arcticqa.store.db import read_session, write_connection
 from arcticqa.store.tables import LLMBatch, LLMBatchRequest, LLMCall, utcnow
 
-__all__ = ["ModelLedger", "ModelCallFields", "BatchLineFields", "OpenBatch", "CALL_FIELDS", "insert_calls"]
+__all__ = ["ModelLedger", "ModelCallFields", "BatchLineFields", "OpenBatch", "CallTotals", "CALL_FIELDS",
+           "insert_calls"]
 
 _CALL = LLMCall.__table__  # type: ignore[attr-defined]
 _BATCH = LLMBatch.__table__  # type: ignore[attr-defined]
@@ -106,6 +107,15 @@ class OpenBatch:
     lines: dict[str, str]
 
 
+@dataclass(frozen=True)
+class CallTotals:
+    """What :meth:`ModelLedger.call_totals` counts for one role."""
+
+    calls: int
+    cache_hits: int
+    cost_usd: float
+
+
 class ModelLedger:
     """Model calls and Batch API jobs; a part of :class:`arcticqa.store.Store`."""
 
@@ -131,6 +141,15 @@ class ModelLedger:
     def llm_calls(self) -> list[LLMCall]:
         with read_session(self.engine) as s:
             return list(s.exec(select(LLMCall).order_by(col(LLMCall.id))).all())
+
+    def call_totals(self) -> dict[str, CallTotals]:
+        """Per role: the model calls recorded, how many the cache answered, and their cost (one
+        aggregate query; the rows themselves, requests and answers, are not read)."""
+        query = select(_CALL.c.role, func.count(), func.sum(case((_CALL.c.cache_hit, 1), else_=0)),
+                       func.sum(_CALL.c.cost_usd)).group_by(_CALL.c.role).order_by(_CALL.c.role)
+        with self.engine.connect() as conn:
+            return {str(role): CallTotals(int(n), int(hits or 0), float(cost or 0.0))
+                    for role, n, hits, cost in conn.execute(query)}
 
     # -- Batch API jobs ---------------------------------------------------------------------------
     def batch_answer(self, body_sha256: str) -> dict[str, Any] | None:
