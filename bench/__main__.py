@@ -1,4 +1,4 @@
-"""Run every benchmark (issue 10's, and issue 35's gates) in one go: ``python -m bench [--quick] [--only NAME ...]``.
+"""Run every benchmark in one go: ``python -m bench [--quick] [--only NAME ...]``.
 
 Each benchmark runs in its own process (one at a time: the machine has 2 cores and the figures
 are throughput), prints its figures and its ratio to the ideal or target, and this prints a
@@ -15,7 +15,7 @@ import time
 
 __all__ = ["BENCHES", "main"]
 
-#: name → (module, full arguments, quick arguments), in the issue's order
+#: name → (module, full arguments, quick arguments): the build, the evaluator, then the parts
 BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
     "pipeline": ("bench.bench_pipeline", ["--papers", "200", "--prefect", "--compare-extraction"],
                  ["--papers", "30", "--compare-extraction"]),
@@ -27,7 +27,7 @@ BENCHES: dict[str, tuple[str, list[str], list[str]]] = {
                                         "--skip-reference"]),
     "eligibility": ("bench.bench_eligibility", [], ["100000", "5000"]),
     "store": ("bench.bench_store", [], ["--attempts", "40"]),
-    # issue 35: planted defects against the gates (0 may reach the release), and the pass-through
+    # planted defects against the gates (0 may reach the release), and the pass-through
     "gates": ("bench.bench_gates", [], ["--seeds", "1", "2", "3", "--min-plants", "60"]),
 }
 

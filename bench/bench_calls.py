@@ -1,4 +1,4 @@
-"""Our CPU per model call, layer by layer (issue 23, section 3): where the floor is.
+"""Our CPU per model call, layer by layer: where the floor is.
 
 The same reconstructor request (the real prompt file, twelve evidence spans, ~6 KB) is sent
 ``--calls`` times, ``--concurrency`` at a time, to the loopback stand-in in another process

@@ -1,4 +1,4 @@
-"""Point-in-region throughput of the eligibility regions (issue 10).
+"""Point-in-region throughput of the eligibility regions.
 
 Tests 1M random points north of 40°N against every marine region with shapely's vectorised
 ``intersects_xy`` on prepared geometries, and with one STRtree query; then a per-point Python

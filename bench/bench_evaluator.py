@@ -1,4 +1,4 @@
-"""Benchmark 3 of issue 10: evaluator throughput against the local OpenAI-compatible server.
+"""Evaluator throughput against the local OpenAI-compatible server.
 
 The published shape by default: 8 models x 194 questions x 2 conditions x 3 trials = 9,312
 calls. The server adds 200 ms to every call and serves at most ``--concurrency`` (64) at once,

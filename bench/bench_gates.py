@@ -1,4 +1,4 @@
-"""Issue 35: do the gates keep planted defects out of the release?
+"""Do the gates keep planted defects out of the release? (Target: none reaches it.)
 
 Builds the sample corpus (``data/sample_corpus``) through the offline roles served over the
 OpenAI wire protocol (:class:`arcticqa.standins.passthrough.OfflineOverWire`), once per seed with

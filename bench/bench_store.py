@@ -1,4 +1,4 @@
-"""Benchmark 6 of issue 10: store write throughput under concurrent tasks, and lock errors.
+"""Store write throughput under concurrent tasks, and lock errors.
 
 Each worker repeats the build's write path for one paper stage: open an attempt
 (``start_run``), record one model call (``record_calls``), close the attempt with a screening
