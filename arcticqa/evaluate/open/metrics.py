@@ -8,7 +8,7 @@ role graded (confidence ``low``; counted in their outcome as well).
 
 Pairing (per model, over the (item, trial) cells with a valid reply in both the ArcticAbstain
 answer-present condition and the open protocol): the 2×2 of "abstained in MC" × "abstained in open"
-with an exact McNemar test on its discordant cells, and the two cross-overs the issue asks about: of
+with an exact McNemar test on its discordant cells, and the two cross-overs the open report shows: of
 the cells where MC committed to a wrong option, how many abstain in open; of the cells where open
 committed to a wrong answer, how many abstained in MC.
 """
