@@ -1,4 +1,4 @@
-"""The stand-ins that enforce a provider's limits (issue 39): the model endpoint's RPM and TPM
+"""The stand-ins that enforce a provider's limits: the model endpoint's RPM and TPM
 buckets answered with 429 + Retry-After, its latency and faults, and Semantic Scholar's rate."""
 
 from __future__ import annotations
