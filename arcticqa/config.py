@@ -33,6 +33,7 @@ __all__ = [
     "BuildSettings",
     "DiscoverySettings",
     "PrefectSettings",
+    "EstimateSettings",
     "PolicyFiles",
     "EvalModel",
     "EvaluateSettings",
@@ -308,6 +309,24 @@ class PrefectSettings(_Section):
     idle_shutdown_s: float = Field(900.0, gt=0)
 
 
+class EstimateSettings(_Section):
+    """``[estimate]``: what ``arcticqa estimate`` assumes and when ``arcticqa build`` asks first
+    (docs/estimate.md). Changes no output (not in the fingerprint)."""
+
+    #: a build whose estimated cost is above this stops before its first model call unless given
+    #: ``--yes``; None: ``build.budget_usd`` when set, else never
+    confirm_above_usd: float | None = Field(None, ge=0)
+    #: seconds one model call takes on average (transport only, retries excluded) when the store
+    #: has no answered calls to measure it from
+    latency_s: float = Field(2.0, gt=0)
+    #: mean extracted text of the papers the build will read, in tokens (characters / 4; measure a
+    #: few with ``arcticqa extract-text``); None: as long as those the per-role figures came from
+    document_tokens: float | None = Field(None, gt=0)
+    #: the per-role table used while the store has too few calls of its own (relative: to the config
+    #: file's folder); None: the one measured on the sample corpus (data/estimate/sample-corpus.json)
+    profile: Path | None = None
+
+
 class DiscoverySettings(_Section):
     """The live Semantic Scholar source (``source = "s2"``)."""
 
@@ -427,6 +446,8 @@ class Settings(BaseSettings):
     discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
     #: where the Prefect flow reports; changes no output (not in the fingerprint)
     prefect: PrefectSettings = Field(default_factory=PrefectSettings)
+    #: what ``arcticqa estimate`` assumes and when ``build`` asks for ``--yes``; changes no output
+    estimate: EstimateSettings = Field(default_factory=EstimateSettings)
     policies: PolicyFiles = Field(default_factory=PolicyFiles)
     fetch: FetchPolicy = Field(default_factory=FetchPolicy)
     #: document limits (max_pages, time_limit_s, max_span_chars, ...) and the pool size; docs/fulltext.md
@@ -508,7 +529,8 @@ class Settings(BaseSettings):
         """
         # [evaluate] configures the evaluator, which reads releases, and [prefect] where the flow
         # reports: neither changes a build output
-        payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate", "prefect", "config_path"})
+        payload = self.model_dump(mode="json", exclude={"store", "env_file", "evaluate", "prefect", "estimate",
+                                                     "config_path"})
         # only the extraction keys that differ from the defaults, as when [extraction] was a plain
         # table of the keys set
         payload["extraction"] = self.extraction.model_dump(mode="json", exclude_defaults=True)

@@ -6,6 +6,7 @@ from arcticqa.cli import (  # noqa: F401  (registers commands)
     build,
     demo,
     eligibility,
+    estimate,
     evaluate,
     evaluate_items,
     prefect,
