@@ -57,6 +57,11 @@ WorkersOption = Annotated[
     typer.Option("--workers", min=1, help="Build processes sharing the store (--orchestrator local): this one plus "
                  "N-1 started for it; they claim paper stages, so each runs once (docs/scale-out.md)."),
 ]
+YesOption = Annotated[
+    bool,
+    typer.Option("--yes", help="Start even when the estimate's cost is above the budget "
+                 "(estimate.confirm_above_usd, else build.budget_usd; docs/estimate.md)."),
+]
 SourceOption = Annotated[
     str | None,
     typer.Option("--source", help="Paper source: snapshot:PATH | s2-datasets:DIR | s2 (overrides config)."),
@@ -64,7 +69,8 @@ SourceOption = Annotated[
 
 
 def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejected: list[str] | None,
-         source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1) -> None:
+         source: str | None, keywords: Path | None = None, batch: bool = False, workers: int = 1,
+         yes: bool = True) -> None:
     # imported here, not at the top: every CLI command starts faster without the build's imports
     from arcticqa.pipeline.build import Orchestrator as BuildOrchestrator
     from arcticqa.pipeline.build import build as pipeline_build
@@ -89,6 +95,8 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
     from arcticqa.pipeline.preflight import preflight_build
 
     preflight_build(settings)
+    if not resume:
+        _check_estimate(settings, batch=batch, yes=yes)
     try:
         summary = pipeline_build(settings, resume=resume, orchestrator=route, workers=workers, batch=batch,
                                  retry_rejected=retry_rejected or ())
@@ -101,6 +109,27 @@ def _run(config: Any, *, resume: bool, orchestrator: Orchestrator, retry_rejecte
                                         "kept; raise the cap and run `arcticqa resume`)"))
         raise typer.Exit(3)
     _print_next(config_flag(settings), failed=any(c.get("failed") for c in summary.stages.values()))
+
+
+def _check_estimate(settings: Any, *, batch: bool, yes: bool) -> None:
+    """Print the estimate; stop (exit 3) when its cost is above the budget and ``--yes`` was not given."""
+    # imported here, not at the top: every CLI command starts faster without the estimate's imports
+    from arcticqa.cli.estimate import render_short
+    from arcticqa.pipeline.estimate import estimate_for_settings
+
+    if batch and not settings.build.batch:
+        settings = settings.model_copy(update={"build": settings.build.model_copy(update={"batch": True})})
+    est, why = estimate_for_settings(settings)
+    console.print(render_short(est, why), highlight=False, soft_wrap=True)
+    limit = settings.estimate.confirm_above_usd
+    name = "estimate.confirm_above_usd"
+    if limit is None and settings.build.budget_usd is not None:
+        limit, name = settings.build.budget_usd, "build.budget_usd"
+    if limit is not None and est.cost_usd.mid > limit and not yes:
+        err_console.print(Text.assemble(("not started:", "bold red"), f" the estimated cost USD {est.cost_usd.mid:,.2f} "
+                                        f"is above the budget of USD {limit:,.2f} ({name}); run again with --yes "
+                                        f"to start anyway, or raise {name}"), highlight=False, soft_wrap=True)
+        raise typer.Exit(3)
 
 
 def _print_next(flag: str, *, failed: bool) -> None:
@@ -137,10 +166,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
 @handle_errors
 def build(config: ConfigOption = None, orchestrator: OrchestratorOption = Orchestrator.prefect,
           source: SourceOption = None, keywords: KeywordsOption = None,
-          retry_rejected: RetryRejected = None, batch: BatchOption = False, workers: WorkersOption = 1) -> None:
-    """Discover papers and run every stage that has not finished (idempotent)."""
+          retry_rejected: RetryRejected = None, batch: BatchOption = False, workers: WorkersOption = 1,
+          yes: YesOption = False) -> None:
+    """Discover papers and run every stage that has not finished (idempotent). It prints the
+    estimate first, and stops there when its cost is above the budget unless given --yes."""
     _run(config, resume=False, orchestrator=orchestrator, retry_rejected=retry_rejected, source=source,
-         keywords=keywords, batch=batch, workers=workers)
+         keywords=keywords, batch=batch, workers=workers, yes=yes)
 
 
 @app.command()
@@ -188,14 +219,14 @@ def status(config: ConfigOption = None,
     store = open_existing_store(load_cli_settings(config))
     try:
         counts = store.status_counts()
-        calls = store.llm_calls()
+        totals = store.call_totals().values()  # one aggregate query, not every llm_call row
     finally:
         store.close()
+    calls, hits, cost = sum(t.calls for t in totals), sum(t.cache_hits for t in totals), sum(t.cost_usd for t in totals)
     order = _pipeline_order(counts)
     if as_json:
         print(json.dumps({"stages": counts, "units": {stage: _unit(stage) for stage in order},
-                          "llm_calls": len(calls), "cost_usd": round(sum(c.cost_usd for c in calls), 6)},
-                         sort_keys=True))
+                          "llm_calls": calls, "cost_usd": round(cost, 6)}, sort_keys=True))
         return
     from rich import box
 
@@ -217,8 +248,7 @@ def status(config: ConfigOption = None,
     if len(shown) > len(STATUSES):
         console.print("interrupted: attempts a stopped build left unfinished (`arcticqa resume` runs them again)",
                       highlight=False)
-    console.print(f"llm calls: {len(calls)} (cache hits {sum(c.cache_hit for c in calls)}), "
-                  f"cost USD {sum(c.cost_usd for c in calls):.4f}")
+    console.print(f"llm calls: {calls} (cache hits {hits}), cost USD {cost:.4f}")
 
 
 @app.command()

@@ -1,0 +1,156 @@
+"""``arcticqa estimate``: the arithmetic on a hand-computed case, the store's history read through
+the CLI, and the budget gate of ``arcticqa build``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from arcticqa.cli import app
+from arcticqa.config import ROLES, load_settings
+from arcticqa.llm.gateway import CallRecord
+from arcticqa.pipeline.estimate import (
+    DEFAULT_PROFILE,
+    REFERENCE_FUNNEL,
+    Funnel,
+    RoleProfile,
+    estimate,
+    load_profile,
+    wilson,
+)
+from arcticqa.standins.scripted import ScriptedModel
+from arcticqa.standins.server import FakeOpenAIServer
+from arcticqa.store.store import Store
+from tests.pipeline_fixtures import make_corpus, write_config
+
+runner = CliRunner()
+
+_MODEL = """
+[models.m]
+provider = "openai"
+model = "gpt-x"
+api_key_env = ""
+price_in_per_mtok = 0.40
+price_out_per_mtok = 1.60
+max_concurrency = 4
+requests_per_minute = 30
+tokens_per_minute = 60000
+"""
+
+
+def _config(tmp_path: Path, extra: str = "") -> Path:
+    roles = "\n".join(f'{r} = "m"' for r in ROLES)
+    path = tmp_path / "arcticqa.toml"
+    path.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "arcticqa.db"}"\n\n[build]\npaper_concurrency = 8\n'
+                    f'batch_size = 50\n{extra}\n{_MODEL}\n[roles]\n{roles}\n', encoding="utf-8")
+    return path
+
+
+def test_the_arithmetic_on_a_hand_computed_case(tmp_path: Path) -> None:
+    settings = load_settings(_config(tmp_path))
+    # 1,000 discovered → 10% full text (100) → half eligible (50); one finding_extractor call per
+    # eligible paper, 1,000 tokens in and 200 out each (no spread), every other role never asked
+    funnel = Funnel(source="hand", discovered=1000, fulltext=100, screened=50, eligible=25)
+    profiles = {r: (RoleProfile(calls=0, units=10), "hand") for r in ROLES}
+    profiles["finding_extractor"] = (RoleProfile(calls=10, units=10, answered=10, tokens_in=10_000,
+                                                 tokens_in_sq=10 * 1000**2, tokens_out=2_000,
+                                                 tokens_out_sq=10 * 200**2), "hand")
+    est = estimate(settings, papers=1000, funnel=funnel, profiles=profiles, latency_s=2.0, s2_queries=2,
+                   s2_rate=0.5)
+    assert est.fulltext.mid == pytest.approx(100) and est.eligible.mid == pytest.approx(50)
+    assert est.calls.mid == pytest.approx(50)
+    assert est.tokens_in.mid == pytest.approx(50_000) and est.tokens_out.mid == pytest.approx(10_000)
+    # 50,000 × 0.40 / 1e6 + 10,000 × 1.60 / 1e6 = 0.02 + 0.016; the Batch API halves it
+    assert est.cost_usd.mid == pytest.approx(0.036) and est.cost_batch_usd.mid == pytest.approx(0.018)
+    (wall,) = est.models
+    assert wall.by_tokens is not None and wall.by_tokens.mid == pytest.approx(60.0)  # 60,000 tokens ÷ 60,000 TPM
+    assert wall.by_requests is not None and wall.by_requests.mid == pytest.approx(100.0)  # 50 ÷ 30 RPM
+    # slots: min(max_concurrency 4, paper_concurrency 8, batch_size 50); 50 × 2 s ÷ 4 + one chain of 1 call
+    assert wall.concurrency == 4 and wall.by_latency.mid == pytest.approx(27.0)
+    # 1,000 papers over 2 queries: one page each, 2 pages at 0.5/s
+    assert est.s2_pages == 2 and est.discovery_s.mid == pytest.approx(4.0)
+    assert est.wall_s.mid == pytest.approx(104.0) and est.binding == "m: requests ÷ RPM"
+    # the low end multiplies the low ends: both shares' Wilson intervals, ten calls over ten papers' Poisson one
+    assert est.calls.low < est.calls.mid < est.calls.high
+    per_paper_low = (10 - 1.96 * math.sqrt(10)) / 10
+    assert est.calls.low == pytest.approx(1000 * wilson(100, 1000).low * wilson(25, 50).low * per_paper_low)
+
+
+def test_wilson_interval_and_the_reference_funnel() -> None:
+    share = wilson(159, 276)
+    assert share.mid == pytest.approx(159 / 276) and 0.51 < share.low < share.mid < share.high < 0.64
+    assert REFERENCE_FUNNEL.fulltext_share.mid == pytest.approx(4420 / 84829)
+
+
+def test_the_committed_table_loads_and_names_how_it_was_made() -> None:
+    table = load_profile(DEFAULT_PROFILE)
+    assert "--profile-out" in table.command and table.roles["finding_extractor"].answered > 0
+
+
+def _store_with_history(tmp_path: Path, config: Path, *, eligible: int, calls: int) -> None:
+    """A store whose history is ``eligible`` papers through eligibility and ``calls``
+    finding_extractor calls of 1,000 tokens in and 100 out, written through the store's own paths."""
+    store = Store(load_settings(config).store.url)
+    try:
+        for i in range(eligible):
+            store.record_run(f"p{i}", "eligibility", "", input_hash="h", status="succeeded")
+        store.record_calls([CallRecord(role="finding_extractor", provider="openai", model="gpt-x",
+                                       prompt_version="v", request_hash=f"r{i}", attempt=1,
+                                       request={"messages": []}, parsed={"findings": []}, tokens_in=1000,
+                                       tokens_out=100, cost_usd=0.0, latency_s=3.0) for i in range(calls)])
+    finally:
+        store.close()
+
+
+def test_estimate_reads_the_stores_history(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    _store_with_history(tmp_path, config, eligible=10, calls=25)
+    result = runner.invoke(app, ["estimate", "-c", str(config), "--papers", "84829", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    role = next(r for r in data["roles"] if r["role"] == "finding_extractor")
+    assert role["source"] == "store"
+    # the reference's funnel (the store has too few papers of its own): 4,420 × 159/276 eligible
+    # papers, 2.5 calls each (25 calls over 10 eligible papers), 1,000 tokens in a call
+    eligible = 4420 * 159 / 276
+    assert role["calls"]["mid"] == pytest.approx(eligible * 2.5)
+    assert role["tokens_in"]["mid"] == pytest.approx(eligible * 2.5 * 1000)
+    assert role["tokens_out"]["mid"] == pytest.approx(eligible * 2.5 * 100)
+    assert data["latency_s"] == pytest.approx(3.0)  # the store's answered calls
+    other = next(r for r in data["roles"] if r["role"] == "reconstructor")
+    assert other["source"] == "table"
+    text = runner.invoke(app, ["estimate", "-c", str(config), "--papers", "84829"])
+    assert text.exit_code == 0 and "finding_extractor" in text.stdout and "wall time" in text.stdout
+
+
+def test_a_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
+    config = _config(tmp_path, extra="[estimate]\nconfirm_above_usd = -1\n")
+    result = runner.invoke(app, ["estimate", "-c", str(config)])
+    assert result.exit_code == 2
+    assert str(config) in result.stderr and "estimate.confirm_above_usd" in result.stderr
+    typo = _config(tmp_path, extra="[estimate]\nlatency = 1\n")
+    result = runner.invoke(app, ["estimate", "-c", str(typo)])
+    assert result.exit_code == 2 and "did you mean 'latency_s'" in result.stderr
+
+
+def test_build_stops_above_the_budget_and_yes_starts_it(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "corpus", n=2)
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        # a price that makes even this tiny build's estimate cost more than the budget of 0
+        config = write_config(tmp_path, base_url=srv.base_url, corpus=corpus, api_key_env="")
+        text = config.read_text(encoding="utf-8").replace("price_in_per_mtok = 1.0", "price_in_per_mtok = 1000000.0")
+        assert "1000000.0" in text
+        config.write_text(text + "\n[estimate]\nconfirm_above_usd = 0.0\n", encoding="utf-8")
+        stopped = runner.invoke(app, ["build", "-c", str(config), "--orchestrator", "local"])
+        assert stopped.exit_code == 3, stopped.output
+        assert "estimate:" in stopped.stdout
+        (line,) = [x for x in stopped.stderr.splitlines() if x.strip()]
+        assert line.startswith("not started:") and "--yes" in line and "estimate.confirm_above_usd" in line
+        assert srv.requests == []  # no model call was sent
+        started = runner.invoke(app, ["build", "-c", str(config), "--orchestrator", "local", "--yes"])
+        assert started.exit_code == 0, started.output
+        assert srv.requests
