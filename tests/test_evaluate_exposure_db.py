@@ -141,6 +141,30 @@ def test_db_report_equals_the_report_of_an_exported_responses_file(evaluated: di
     assert "## ZONES" in md
 
 
+
+def test_settings_come_from_the_global_config_or_the_found_one_as_for_every_command(
+        evaluated: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same settings three ways: the command's own --config, the global -c before `evaluate`, and
+    # ./arcticqa.toml in the working folder (no -c at all); each gives the cutoff and the release's items.
+    db = str(evaluated["db"])
+    _exposure("--db", db, "--config", str(evaluated["config"]), "--out", str(tmp_path / "own"))
+    global_c = CliRunner().invoke(app, ["-c", str(evaluated["config"]), "evaluate", "exposure", "--no-figure",
+                                        "--resamples", "10000", "--draws", "2000", "--db", db,
+                                        "--out", str(tmp_path / "global")])
+    assert global_c.exit_code == 0, global_c.output
+    here = tmp_path / "workdir"
+    here.mkdir()
+    (here / "arcticqa.toml").write_text(evaluated["config"].read_text(encoding="utf-8").replace(
+        'items = "', f'items = "{evaluated["tmp"].as_posix()}/'), encoding="utf-8")
+    monkeypatch.chdir(here)
+    _exposure("--db", db, "--out", str(tmp_path / "found"))
+    own = (tmp_path / "own" / "exposure.csv").read_text(encoding="utf-8")
+    assert "exposed,2021-01-01,before" in own.replace('"', "")
+    for other in ("global", "found"):
+        assert (tmp_path / other / "exposure.csv").read_text(encoding="utf-8") == own, other
+        assert (tmp_path / other / "undated-items.csv").read_text(encoding="utf-8") == \
+            (tmp_path / "own" / "undated-items.csv").read_text(encoding="utf-8"), other
+
 def test_zone_numbers_equal_the_hand_computed_ones(evaluated: dict[str, Path]) -> None:
     out = evaluated["tmp"] / "analytic"
     _exposure("--db", str(evaluated["db"]), "--items", str(evaluated["items"]), "--cutoff", f"exposed={CUTOFF}",

@@ -260,7 +260,7 @@ def exposure_command(
                              "paper); overrides paper.publication_date in the items file.")] = None,
     items: Annotated[Path | None, typer.Option(
         "--items", help="items.jsonl of the evaluated release (paper.publication_date, paper.doi). Default: "
-                        "items.jsonl beside --responses; with --db, [evaluate] items of --config.")] = None,
+                        "items.jsonl beside --responses; with --db, [evaluate] items of the config.")] = None,
     cutoff: Annotated[list[str] | None, typer.Option(
         "--cutoff", help="MODEL=YYYY-MM-DD knowledge cutoff (repeatable; overrides [[evaluate.models]]).")] = None,
     config: ConfigOption = None,
@@ -281,18 +281,17 @@ def exposure_command(
     check_report_folder(out, overwrite=overwrite)
     if (responses is None) == (db is None):
         raise ConfigError("give exactly one of --responses FILE or --db URL")
-    settings = load_cli_settings(config) if config is not None else None
-    cutoffs: dict[str, date] = {}
-    if settings is not None:
-        cutoffs = {m.label: m.knowledge_cutoff for m in settings.evaluate.models if m.knowledge_cutoff is not None}
+    # the settings every command gets (its -c, the global -c, $ARCTICQA_CONFIG or ./arcticqa.toml)
+    settings = load_cli_settings(config)
+    cutoffs = {m.label: m.knowledge_cutoff for m in settings.evaluate.models if m.knowledge_cutoff is not None}
     cutoffs |= _cutoffs(cutoff or [])
     records, source = _exposure_records(responses, db)
     items_path = items
     if items_path is None and responses is not None and (responses.parent / "items.jsonl").exists():
         items_path = responses.parent / "items.jsonl"
-    if items_path is None and db is not None and config is not None and settings is not None:
+    if items_path is None and db is not None and settings.config_path is not None:
         # the release the run evaluated: `evaluate run` reads [evaluate] items by default
-        items_path = settings.evaluate.resolved(config).items
+        items_path = settings.evaluate.resolved(settings.config_path).items
     known = {r.model for r in records}
     unknown = sorted(set(cutoffs) - known)
     if unknown:
