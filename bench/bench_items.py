@@ -1,7 +1,8 @@
 """The item audit on ArcticQA v1: wall time of `arcticqa evaluate items`, and (``--study``) the
 planted-mislabel study: swap the key with a shown distractor on k items (seeded, many draws),
 re-score the real responses against the swapped keys, and report how well the naive score and the
-audit's ``suspect_score`` separate swapped from untouched items (AUROC, recall at a 10% flag rate).
+audit's ``suspect_score`` (the moved-key probability) separate swapped from untouched items (AUROC,
+recall at a 10% flag rate), overall and by what the swapped item was before.
 
     python -m bench.bench_items [--study] [--draws 200] [--k 10]
 
@@ -41,7 +42,14 @@ def study(draws: int, k: int, seed: int) -> None:
     base = itemaudit.load_published_choices(V1 / "responses.csv", V1 / "items.jsonl")
     rng = np.random.default_rng(seed)
     n = len(base.items)
-    results: dict[str, list[tuple[float, float]]] = {"naive": [], "suspect_score": []}
+    present0 = base.choices["answer_present"]
+    answered0 = ((present0 >= 0) & (present0 != 5)).sum((0, 2))
+    # the items fewer than 20% of answered present responses get right: a swap there moves the key
+    # between two options the models mostly avoid, which no present-condition signal can see
+    hard = (present0 == 0).sum((0, 2)) < 0.2 * answered0
+    names = ("naive", "suspect_score")
+    overall: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    by_origin: dict[str, dict[bool, list[float]]] = {name: {True: [], False: []} for name in names}
     for _ in range(draws):
         swapped = rng.choice(n, size=k, replace=False)
         choices = {c: a.copy() for c, a in base.choices.items()}
@@ -63,12 +71,21 @@ def study(draws: int, k: int, seed: int) -> None:
         stats = {s.item_id: s for s in audit.stats if s.condition == "answer_present"}
         naive = np.array([1 - stats[it.item_id].key_chosen / max(stats[it.item_id].answered, 1) for it in items])
         score = np.array([audit.scores[it.item_id] for it in items])
-        for name, s in (("naive", naive), ("suspect_score", score)):
-            results[name].append((_auroc(s, y), _recall_at(s, y, 0.10)))
-    for name, vals in results.items():
-        arr = np.array(vals)
-        print(f"{name}: AUROC {arr[:, 0].mean():.3f} (sd {arr[:, 0].std():.3f}), recall at 10% flagged "
-              f"{arr[:, 1].mean():.3f}  ({draws} draws, {k} swapped items of {n})")
+        for name, s in zip(names, (naive, score), strict=True):
+            overall[name].append((_auroc(s, y), _recall_at(s, y, 0.10)))
+            negatives = s[y == 0]
+            for i in swapped:  # each swapped item's share of untouched items it outranks
+                beaten = float((s[i] > negatives).mean() + 0.5 * (s[i] == negatives).mean())
+                by_origin[name][bool(hard[i])].append(beaten)
+    print(f"planted-mislabel study: {draws} draws, {k} swapped items of {n}, seed {seed}")
+    for name in names:
+        arr = np.array(overall[name])
+        print(f"  {name:13s} AUROC {arr[:, 0].mean():.3f} (sd {arr[:, 0].std():.3f}), recall at 10% flagged "
+              f"{arr[:, 1].mean():.3f}; AUROC of swaps on the {int(hard.sum())} items under 20% correct "
+              f"{np.mean(by_origin[name][True]):.3f}, on the others {np.mean(by_origin[name][False]):.3f}")
+    gain = np.array(overall["suspect_score"])[:, 0] - np.array(overall["naive"])[:, 0]
+    print(f"  suspect_score - naive, paired by draw: AUROC {gain.mean():+.3f} (sd {gain.std():.3f}), higher in "
+          f"{int((gain > 0).sum())} of {draws} draws, lower in {int((gain < 0).sum())}")
 
 
 def main() -> None:

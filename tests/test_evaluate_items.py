@@ -143,7 +143,8 @@ def test_v1_run_lists_suspects(arcticqa_v1: Path, tmp_path: Path) -> None:
         suspects = list(csv.DictReader(handle))
     assert suspects and all(r["reason"] and r["rule_id"].startswith("items.") for r in suspects)
     assert {r["rule_id"] for r in suspects} <= {"items.low_discrimination", "items.strong_models_converge",
-                                                  "items.absent_converge", "items.shared_cue"}
+                                                  "items.absent_converge", "items.shared_cue",
+                                                  "items.key_looks_moved"}
     ids = {json.loads(line)["item_id"] for line in (arcticqa_v1 / "items.jsonl").open(encoding="utf-8")}
     assert {r["item_id"] for r in suspects} <= ids
     assert "## Suspects" in (out / "ITEMS.md").read_text(encoding="utf-8")

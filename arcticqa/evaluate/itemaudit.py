@@ -40,6 +40,7 @@ from arcticqa.evaluate.arcticabstain.records import (
     record_from_published,
 )
 from arcticqa.evaluate.irt import TwoPL, bootstrap_2pl, fit_items_on_rasch
+from arcticqa.evaluate.keycheck import MIN_ITEMS, moved_key_scores
 from arcticqa.evaluate.options import normalise_option_text
 from arcticqa.evaluate.reportio import csv_text, f6, md_code, md_text
 from arcticqa.release.cues import STRATEGIES
@@ -69,7 +70,12 @@ R_SHARED_CUE = rule(
     "items.shared_cue",
     "answer present: every model chose the key every time, and a cue-only strategy (no question "
     "read) singles the key out: the item may measure the cue")
-SUSPECT_RULES: tuple[Rule, ...] = (R_LOW_DISCRIMINATION, R_STRONG_CONVERGE, R_ABSENT_CONVERGE, R_SHARED_CUE)
+R_KEY_LOOKS_MOVED = rule(
+    "items.key_looks_moved",
+    "answer present: the models' answers look like another item's whose key was exchanged with a "
+    "distractor (a fit on this audit's own items, cross-fitted)")
+SUSPECT_RULES: tuple[Rule, ...] = (R_LOW_DISCRIMINATION, R_STRONG_CONVERGE, R_ABSENT_CONVERGE, R_SHARED_CUE,
+                                   R_KEY_LOOKS_MOVED)
 
 #: a converging option (condition -> thresholds): at least this share of the group's valid
 #: responses, and the majority choice of at least this many of the group's models
@@ -79,6 +85,8 @@ LOW_R = -0.3
 LOW_A = 0.25
 #: … given at least this many scored responses
 MIN_SCORED = 6
+#: the moved-key rule: probability (classes weighted equally) at or above this
+MOVED_P = 0.8
 
 ITEM_FILES = ("ITEMS.md", "item-stats.csv", "suspects.csv", "item-models.csv", "item-map.png", "item-map.svg")
 
@@ -258,8 +266,8 @@ class ItemAudit:
     model_scores: dict[str, list[float | None]]
     stats: list[ItemStats]
     suspects: list[Suspect]
-    #: item id -> the ranking score (answer-present flags + the share of answered present responses
-    #: not choosing the key)
+    #: item id -> the ranking score: the moved-key probability (:mod:`arcticqa.evaluate.keycheck`),
+    #: or, below its minimum of items, the share of answered present responses not choosing the key
     scores: dict[str, float]
     items: dict[str, EvalItem]
     warnings: list[str] = field(default_factory=list)
@@ -386,15 +394,19 @@ def audit_items(data: ChoiceData, *, resamples: int = 200, seed: int = 7) -> Ite
                 irt_a_ci=(float(a_ci[0, i]), float(a_ci[1, i])), irt_b=b, irt_b_ci=b_ci, chosen=counts,
                 shown=[ROLES[r] for r in range(len(ROLES)) if data.shown[condition][i, r]],
                 key_shown_absent=int(data.key_shown_absent[i]) if condition == "answer_absent" else 0))
-    suspects = _flags(data, fits, stats)
+    moved = moved_key_scores(data.choices["answer_present"], data.shown["answer_present"], seed=seed)
+    suspects = _flags(data, fits, stats, moved)
     by_item = {(s.item_id, s.condition): s for s in stats}
-    # the ranking: flags of the answer-present condition, then the share of answered responses not on the key
-    flagged = Counter(s.item_id for s in suspects if s.rule_id in (R_LOW_DISCRIMINATION.id, R_STRONG_CONVERGE.id))
     scores = {}
-    for item in data.items:
+    for i, item in enumerate(data.items):
         st = by_item[(item.item_id, "answer_present")]
-        scores[item.item_id] = flagged[item.item_id] + (1 - st.key_chosen / st.answered if st.answered else 0.0)
+        scores[item.item_id] = (float(moved[i]) if moved is not None
+                                else 1 - st.key_chosen / st.answered if st.answered else 0.0)
     warnings = []
+    if moved is None:
+        warnings.append(f"the moved-key score needs at least {MIN_ITEMS} items and two models; items are ranked by "
+                        "the share of answered answer-present responses not choosing the key, and "
+                        f"{R_KEY_LOOKS_MOVED.id} is not checked")
     shown_key = int(data.key_shown_absent.sum())
     if shown_key:
         warnings.append(f"{shown_key} answer-absent response(s) on {int((data.key_shown_absent > 0).sum())} item(s) "
@@ -414,7 +426,8 @@ def _names(data: ChoiceData, models: Sequence[int]) -> str:
     return ", ".join(data.models[m] for m in models)
 
 
-def _flags(data: ChoiceData, fits: Mapping[str, TwoPL], stats: Sequence[ItemStats]) -> list[Suspect]:
+def _flags(data: ChoiceData, fits: Mapping[str, TwoPL], stats: Sequence[ItemStats], moved: Float | None
+           ) -> list[Suspect]:
     by_item = {(s.item_id, s.condition): s for s in stats}
     out: list[Suspect] = []
     strong = _top_half(fits["answer_present"].theta)
@@ -439,6 +452,14 @@ def _flags(data: ChoiceData, fits: Mapping[str, TwoPL], stats: Sequence[ItemStat
                                    f"their {valid} answered responses and the key in {key}; {ROLES[role]} is the "
                                    f"majority answer of {_names(data, models)}",
                                    ROLES[role], _option_text(item, role)))
+        if moved is not None and moved[i] >= MOVED_P:
+            role = max((r for r in range(1, _ABSTAIN) if data.shown["answer_present"][i, r]),
+                       key=lambda r: (int((ch == r).sum()), -r))
+            out.append(Suspect(item.item_id, R_KEY_LOOKS_MOVED.id, "answer_present",
+                               f"moved-key probability {moved[i]:.2f}: {ROLES[role]} chosen in {int((ch == role).sum())} "
+                               f"and the key in {present.key_chosen} of {scored} answered responses; "
+                               f"{int((ch == _ABSTAIN).sum())} abstained",
+                               ROLES[role], _option_text(item, role)))
         ch = data.choices["answer_absent"][:, i, :]
         found = _converge(ch, abstainers, (1, 2, 3, 4), "answer_absent")
         if found is not None:
@@ -529,7 +550,8 @@ def _markdown(audit: ItemAudit, ordered: Sequence[Suspect]) -> str:
     if not ordered:
         lines.append("No item is flagged.")
     else:
-        lines += ["| item | rule | option | reason |", "|---|---|---|---|"]
+        lines += ["Ordered by `suspect_score` (the moved-key probability; docs/evaluation.md, \"Item audit\").", "",
+                  "| item | rule | option | reason |", "|---|---|---|---|"]
         for s in ordered:
             option = f"{s.option}: {s.option_text}" if s.option else ""
             lines.append(f"| `{s.item_id}` | `{s.rule_id}` | {md_text(option)} | {md_text(s.reason)} |")
