@@ -6,7 +6,11 @@ measured on the sample corpus and the reference's funnel (``--no-store``: the re
 ``llm_call`` rows are what is being predicted), at the rehearsal's paper count, limits and the
 stand-in's mean latency and the rehearsal papers' mean length (as a user would state theirs). Prints both side by side with the ratio; the target is within 15%.
 
-    .venv/bin/python -m bench.bench_estimate [bench_scale options, e.g. --quick | --scale 0.1]
+It then estimates it again from a pilot: the same rehearsal at ``--pilot-scale`` (0.01 by
+default), run first into a store of its own, whose ``llm_call`` history and funnel the estimate
+reads, as a user's pilot build on a sample of their papers.
+
+    .venv/bin/python -m bench.bench_estimate [--pilot-scale 0.01] [bench_scale options, e.g. --quick | --scale 0.1]
 """
 
 from __future__ import annotations
@@ -41,19 +45,28 @@ def document_tokens(db: Path) -> float:
         con.close()
 
 
-def compare(figures: dict[str, Any], config: Path, *, latency_s: float,
-            document: float | None) -> tuple[list[tuple[str, float, float]], Estimate]:
-    """(what, predicted, measured) for calls, tokens in, tokens out and wall time, and the estimate."""
+def compare(figures: dict[str, Any], config: Path, *, latency_s: float | None = None,
+            document: float | None = None, pilot: Path | None = None) -> tuple[list[tuple[str, float, float]], Estimate]:
+    """(what, predicted, measured) for calls, tokens in, tokens out and wall time, and the estimate.
+
+    Without ``pilot``: the table and the reference's funnel, told ``latency_s`` and ``document``.
+    With ``pilot`` (a store): that store's history, as after a pilot build on a sample of the papers.
+    """
     # imported here: the bench's --help stays fast
     from arcticqa.config import load_settings
     from arcticqa.pipeline.estimate import estimate_for_settings
 
-    told: dict[str, float] = {"latency_s": latency_s}
+    told: dict[str, float] = {}
+    if latency_s:
+        told["latency_s"] = latency_s
     if document:
         told["document_tokens"] = document
-    settings = load_settings(config, estimate=told)
+    overrides: dict[str, Any] = {"estimate": told}
+    if pilot is not None:
+        overrides["store"] = {"url": f"sqlite:///{pilot}"}
+    settings = load_settings(config, **overrides)
     papers = int(figures["corpus"]["records"])
-    est, _ = estimate_for_settings(settings, papers=papers, use_store=False)
+    est, _ = estimate_for_settings(settings, papers=papers, use_store=pilot is not None)
     store = figures["store"]
     return [("model calls (first attempts)", est.calls.mid, store["calls"]),
             ("tokens in", est.tokens_in.mid, store["tokens_in"]),
@@ -61,26 +74,8 @@ def compare(figures: dict[str, Any], config: Path, *, latency_s: float,
             ("wall time, s", est.wall_s.mid, figures["wall_s"])], est
 
 
-def main(argv: list[str] | None = None) -> None:
-    from bench import bench_scale
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not any(a in ("--quick", "--scale") or a.startswith("--scale=") for a in args):
-        args.append("--quick")
-    with tempfile.TemporaryDirectory(prefix="arcticqa-estimate-") as tmp:
-        keep = Path(tmp) / "rehearsal"
-        out = Path(tmp) / "figures.json"
-        bench_scale.main([*args, "--keep", str(keep), "--json", str(out)])
-        figures = json.loads(out.read_text(encoding="utf-8"))
-        parser_defaults = {"--latency-median": 1.5, "--latency-p99": 8.0}
-        for i, a in enumerate(args[:-1]):
-            if a in parser_defaults:
-                parser_defaults[a] = float(args[i + 1])
-        latency = _stand_in_mean_latency(parser_defaults["--latency-median"], parser_defaults["--latency-p99"])
-        document = document_tokens(keep / "build" / "arcticqa.db")
-        rows, est = compare(figures, keep / "build" / "arcticqa.toml", latency_s=latency, document=document)
-    print(f"\n== estimate vs rehearsal ({figures['corpus']['records']:,} papers; the estimate from the config, the "
-          f"sample-corpus table and the reference's funnel; mean latency {latency:.2f} s) ==")
+def _print(title: str, rows: list[tuple[str, float, float]], est: Estimate, eligible: int) -> None:
+    print(f"\n== {title} ==")
     print(f"{'':<30}{'predicted':>14}{'measured':>14}{'ratio':>8}   range predicted")
     ranges = {"model calls (first attempts)": est.calls, "tokens in": est.tokens_in, "tokens out": est.tokens_out,
               "wall time, s": est.wall_s}
@@ -89,8 +84,46 @@ def main(argv: list[str] | None = None) -> None:
         ratio = predicted / measured if measured else float("nan")
         print(f"{what:<30}{predicted:>14,.0f}{measured:>14,.0f}{ratio:>8.2f}   {r.low:,.0f}–{r.high:,.0f}"
               f"{'' if abs(ratio - 1) <= 0.15 else '   (off by more than 15%)'}")
-    print(f"predicted eligible papers {est.eligible.mid:,.1f} (measured {figures['corpus']['eligible']}); "
-          f"wall bound by {est.binding}; " + "; ".join(est.assumptions))
+    print(f"predicted eligible papers {est.eligible.mid:,.1f} (measured {eligible}); wall bound by {est.binding}; "
+          + "; ".join(est.assumptions))
+
+
+def _option(args: list[str], name: str, default: float) -> float:
+    for i, a in enumerate(args[:-1]):
+        if a == name:
+            return float(args[i + 1])
+    return default
+
+
+def main(argv: list[str] | None = None) -> None:
+    from bench import bench_scale
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    pilot_scale = _option(args, "--pilot-scale", 0.01)
+    args = [a for i, a in enumerate(args) if a != "--pilot-scale" and (i == 0 or args[i - 1] != "--pilot-scale")]
+    if not any(a in ("--quick", "--scale") or a.startswith("--scale=") for a in args):
+        args.append("--quick")
+    base = [a for i, a in enumerate(args) if a not in ("--quick", "--scale") and (i == 0 or args[i - 1] != "--scale")]
+    with tempfile.TemporaryDirectory(prefix="arcticqa-estimate-") as tmp:
+        pilot = Path(tmp) / "pilot"
+        print(f"-- the pilot: the same rehearsal at --scale {pilot_scale:g} --", flush=True)
+        bench_scale.main([*base, "--scale", str(pilot_scale), "--keep", str(pilot), "--json", str(Path(tmp) / "p.json")])
+        keep = Path(tmp) / "rehearsal"
+        out = Path(tmp) / "figures.json"
+        print("-- the rehearsal the estimates predict --", flush=True)
+        bench_scale.main([*args, "--keep", str(keep), "--json", str(out)])
+        figures = json.loads(out.read_text(encoding="utf-8"))
+        latency = _stand_in_mean_latency(_option(args, "--latency-median", 1.5), _option(args, "--latency-p99", 8.0))
+        document = document_tokens(keep / "build" / "arcticqa.db")
+        config = keep / "build" / "arcticqa.toml"
+        rows, est = compare(figures, config, latency_s=latency, document=document)
+        pilot_rows, pilot_est = compare(figures, config, pilot=pilot / "build" / "arcticqa.db")
+    records, eligible = figures["corpus"]["records"], figures["corpus"]["eligible"]
+    _print(f"estimate before any build vs rehearsal ({records:,} papers; the config, the sample-corpus table and "
+           f"the reference's funnel, told a mean latency of {latency:.2f} s and papers of {document:,.0f} tokens)",
+           rows, est, eligible)
+    _print(f"estimate from the pilot's store vs rehearsal ({records:,} papers; the pilot at --scale {pilot_scale:g}: "
+           "its llm_call history and funnel)", pilot_rows, pilot_est, eligible)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,12 @@ def test_the_arithmetic_on_a_hand_computed_case(tmp_path: Path) -> None:
     # 1,000 papers over 2 queries: one page each, 2 pages at 0.5/s
     assert est.s2_pages == 2 and est.discovery_s.mid == pytest.approx(4.0)
     assert est.wall_s.mid == pytest.approx(104.0) and est.binding == "m: requests ÷ RPM"
+    # a pilot's pace: 10 ms of local stages per discovered paper, and 2% of calls timed out, so the
+    # slowest paper waits the client's timeout (120 s) with probability 1 - e^-(50 × 0.02)
+    paced = estimate(settings, papers=1000, funnel=funnel, profiles=profiles, latency_s=2.0, s2_queries=2,
+                     s2_rate=0.5, local_s_per_paper=0.01, timeout_share=0.02)
+    assert paced.local_s.mid == pytest.approx(10.0)
+    assert paced.wall_s.mid == pytest.approx(4.0 + 10.0 + 100.0 + 120.0 * (1 - math.exp(-1.0)))
     # the low end multiplies the low ends: both shares' Wilson intervals, ten calls over ten papers' Poisson one
     assert est.calls.low < est.calls.mid < est.calls.high
     per_paper_low = (10 - 1.96 * math.sqrt(10)) / 10

@@ -64,6 +64,8 @@ def render_estimate(est: Estimate, why: str) -> list[str]:
     if est.s2_pages:
         rate = f"{est.s2_rate:g}/s" if est.s2_rate else "no rate"
         lines.append(f"  discovery: {est.s2_pages:,} Semantic Scholar pages at {rate}: {_rt(est.discovery_s)}")
+    if est.local_s.mid:
+        lines.append(f"  local stages before construct (the store's pace): {_rt(est.local_s)}")
     lines.append(f"  wall time: {_rt(est.wall_s)} (discovery, then the model stages; bound by {est.binding})")
     lines += [f"  assuming {a}" for a in est.assumptions]
     return lines

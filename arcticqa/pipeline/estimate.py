@@ -19,7 +19,9 @@ measured on the sample corpus (``data/estimate/sample-corpus.json``; :func:`meas
 
 Wall time is discovery (S2 pages ÷ rate; discovery ends before the first stage starts) plus the
 largest of, per model config, tokens ÷ TPM, requests ÷ RPM, and calls × latency ÷ concurrency plus
-one paper's chain of calls (construct's calls for a paper run one after the other).
+one paper's chain of calls (construct's calls for a paper run one after the other). A store that
+has built (a pilot) adds what it measured: its stages' time before construct per discovered paper,
+and the client timeout the slowest paper waits when calls time out.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,7 @@ __all__ = [
     "estimate_for_settings",
     "funnel_of_store",
     "measure_profile",
+    "measure_pace",
     "load_profile",
     "default_papers",
 ]
@@ -269,6 +273,28 @@ def funnel_of_store(store: Store) -> Funnel:
                   eligible=eligible)
 
 
+_FIRST_START = text("SELECT min(started_at) FROM stage_run WHERE subject = ''")
+_CONSTRUCT_START = text("SELECT min(started_at) FROM stage_run WHERE subject = '' AND stage = 'construct'")
+_TIMEOUTS = text("SELECT sum(CASE WHEN attempt = 1 THEN 1 ELSE 0 END), "
+                 "sum(CASE WHEN error LIKE '%imeout%' THEN 1 ELSE 0 END) FROM llm_call WHERE NOT cache_hit")
+
+
+def _when(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
+
+
+def measure_pace(store: Store, discovered: int) -> tuple[float, float]:
+    """From a store that has built: seconds of the stages before construct per discovered paper
+    (its first stage attempt to construct's first), and timed-out attempts per call."""
+    with store.engine.connect() as conn:
+        first, construct = (_when(conn.execute(q).scalar()) for q in (_FIRST_START, _CONSTRUCT_START))
+        calls, timeouts = conn.execute(_TIMEOUTS).one()
+    local = (construct - first).total_seconds() / discovered if first and construct and discovered else 0.0
+    return max(local, 0.0), (int(timeouts or 0) / int(calls) if calls else 0.0)
+
+
 def measure_profile(store: Store, settings: Settings, *, command: str = "") -> Profile:
     """Per-role figures from the store's ``llm_call`` rows, by SQL aggregates."""
     funnel = funnel_of_store(store)
@@ -341,6 +367,7 @@ class Estimate:
     s2_pages: int
     s2_rate: float | None
     discovery_s: Range
+    local_s: Range
     model_s: Range
     wall_s: Range
     binding: str
@@ -386,6 +413,7 @@ class Estimate:
             "totals": {"calls": rng(self.calls), "tokens_in": rng(self.tokens_in), "tokens_out": rng(self.tokens_out),
                        "cost_usd": rng(self.cost_usd), "cost_batch_usd": rng(self.cost_batch_usd)},
             "s2_pages": self.s2_pages, "s2_rate": self.s2_rate, "discovery_s": rng(self.discovery_s),
+            "local_s": rng(self.local_s),
             "model_s": rng(self.model_s), "wall_s": rng(self.wall_s), "binding": self.binding,
             "latency_s": self.latency_s, "assumptions": self.assumptions,
         }
@@ -393,13 +421,18 @@ class Estimate:
 
 def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mapping[str, tuple[RoleProfile, str]],
              latency_s: float, s2_queries: int | None, s2_rate: float | None,
-             document_shift: Mapping[str, float] | None = None) -> Estimate:
+             document_shift: Mapping[str, float] | None = None, local_s_per_paper: float = 0.0,
+             timeout_share: float = 0.0) -> Estimate:
     """The arithmetic: ``papers`` discovered through ``funnel``, each role's calls and tokens from its
     profile (with where it came from), priced and paced by ``settings``.
 
     ``s2_queries``: bulk-search queries discovery runs (None: a source that is not Semantic Scholar);
     ``latency_s``: mean seconds per model call; ``document_shift``: tokens to add to a role's
-    input per call (the papers to build are longer, or shorter, than those it was measured on).
+    input per call (the papers to build are longer, or shorter, than those it was measured on);
+    ``local_s_per_paper``: seconds of the stages before construct per discovered paper (prefilter,
+    fetch, extraction, eligibility), added before the model stages; ``timeout_share``: attempts
+    that timed out per call, which make the slowest paper wait a client timeout
+    (``timeout_s × P(at least one)``).
     """
     shift = dict(document_shift or {})
     fulltext = funnel.fulltext_share * papers
@@ -451,6 +484,13 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
             if value is not None:
                 terms[f"{w.model}: {kind}"] = value
     model_s = Range.maximum(*terms.values()) if terms else Range.point(0.0)
+    local_s = Range.point(local_s_per_paper * papers)
+    if timeout_share > 0:
+        expected = timeout_share * sum(w.requests.mid for w in walls)
+        wait = max(settings.models[w.model].timeout_s for w in walls)
+        tail = Range(0.0, wait * (1 - math.exp(-expected)), wait)
+        terms = {k: v + tail for k, v in terms.items()}
+        model_s = model_s + tail
     pages = 0
     discovery_s = Range.point(0.0)
     if s2_queries:
@@ -463,9 +503,15 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
         binding = "S2 pages ÷ rate"
     assumptions = [f"mean model latency {latency_s:g} s a call",
                    f"funnel: {funnel.source}"]
+    if local_s.mid:
+        assumptions.append(f"{local_s_per_paper * 1000:.1f} ms of local stages per discovered paper before "
+                           f"construct ({local_s.mid:,.0f} s)")
+    if timeout_share:
+        assumptions.append(f"{timeout_share:.2%} of calls time out, so the slowest paper may wait a client timeout")
     return Estimate(papers=papers, funnel=funnel, fulltext=fulltext, eligible=eligible, roles=roles, models=walls,
-                    s2_pages=pages, s2_rate=s2_rate, discovery_s=discovery_s, model_s=model_s,
-                    wall_s=discovery_s + model_s, binding=binding, latency_s=latency_s, assumptions=assumptions)
+                    s2_pages=pages, s2_rate=s2_rate, discovery_s=discovery_s, local_s=local_s, model_s=model_s,
+                    wall_s=discovery_s + local_s + model_s, binding=binding, latency_s=latency_s,
+                    assumptions=assumptions)
 
 
 # -- from settings and a store ----------------------------------------------------------------------------------
@@ -505,12 +551,15 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
     table and the reference's funnel otherwise. Returns it and what ``papers`` was taken from."""
     store_funnel: Funnel | None = None
     store_profile: Profile | None = None
+    pace = (0.0, 0.0)
     path = sqlite_file(settings.store.url)
     if use_store and (path is None or (path.is_file() and path.stat().st_size > 0)):
         store = Store(settings.store.url, busy_timeout_s=settings.store.busy_timeout_s, migrate=False)
         try:
             store_funnel = funnel_of_store(store)
             store_profile = measure_profile(store, settings)
+            if store_funnel.discovered >= MIN_STORE_PAPERS:
+                pace = measure_pace(store, store_funnel.discovered)
         finally:
             store.close()
     table_path = settings.estimate.profile or DEFAULT_PROFILE
@@ -541,7 +590,8 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
                 else table.document_tokens
             shift[role] = target - measured_on
     result = estimate(settings, papers=given, funnel=funnel, profiles=profiles, latency_s=latency,
-                      s2_queries=queries, s2_rate=rate, document_shift=shift)
+                      s2_queries=queries, s2_rate=rate, document_shift=shift, local_s_per_paper=pace[0],
+                      timeout_share=pace[1])
     if target is not None:
         result.assumptions.append(f"papers of {target:,.0f} tokens of text on average (estimate.document_tokens; "
                                   f"{', '.join(DOCUMENT_ROLES)} carries the whole text)")
