@@ -148,3 +148,14 @@ def test_v1_run_lists_suspects(arcticqa_v1: Path, tmp_path: Path) -> None:
     ids = {json.loads(line)["item_id"] for line in (arcticqa_v1 / "items.jsonl").open(encoding="utf-8")}
     assert {r["item_id"] for r in suspects} <= ids
     assert "## Suspects" in (out / "ITEMS.md").read_text(encoding="utf-8")
+
+
+def test_without_bootstrap_refits_reasons_quote_no_interval() -> None:
+    items = _items(30)
+    audit = audit_items(choices_from_rows(_scripted(items, swapped="it-07"), items, source="scripted"), resamples=0)
+    low = [s for s in audit.suspects if s.rule_id == "items.low_discrimination"]
+    assert low and all("95%" not in s.reason and "nan" not in s.reason for s in low)
+    assert not any("nan" in s.reason for s in audit.suspects)
+    with_refits = audit_items(choices_from_rows(_scripted(items, swapped="it-07"), items, source="scripted"),
+                              resamples=30)
+    assert all("95%" in s.reason for s in with_refits.suspects if s.rule_id == "items.low_discrimination")

@@ -426,6 +426,11 @@ def _names(data: ChoiceData, models: Sequence[int]) -> str:
     return ", ".join(data.models[m] for m in models)
 
 
+def _interval(ci: tuple[float, float]) -> str:
+    """`` (95% lo to hi)``, or nothing when there were no bootstrap refits."""
+    return "" if any(math.isnan(v) for v in ci) else f" (95% {ci[0]:+.2f} to {ci[1]:+.2f})"
+
+
 def _flags(data: ChoiceData, fits: Mapping[str, TwoPL], stats: Sequence[ItemStats], moved: Float | None
            ) -> list[Suspect]:
     by_item = {(s.item_id, s.condition): s for s in stats}
@@ -438,9 +443,9 @@ def _flags(data: ChoiceData, fits: Mapping[str, TwoPL], stats: Sequence[ItemStat
         if (scored >= MIN_SCORED and present.discrimination is not None and present.discrimination <= LOW_R
                 and present.irt_a <= LOW_A):
             out.append(Suspect(item.item_id, R_LOW_DISCRIMINATION.id, "answer_present",
-                               f"corrected item-total r = {present.discrimination:+.2f}, 2PL a = {present.irt_a:+.2f} "
-                               f"(95% {present.irt_a_ci[0]:+.2f} to {present.irt_a_ci[1]:+.2f}); key chosen in "
-                               f"{present.key_chosen} of {scored} answered responses"))
+                               f"corrected item-total r = {present.discrimination:+.2f}, 2PL a = {present.irt_a:+.2f}"
+                               f"{_interval(present.irt_a_ci)}; key chosen in {present.key_chosen} of {scored} "
+                               "answered responses"))
         ch = data.choices["answer_present"][:, i, :]
         found = _converge(np.where(ch == _ABSTAIN, -1, ch).astype(np.int8), strong, (1, 2, 3, 4), "answer_present")
         if found is not None:
