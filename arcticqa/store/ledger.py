@@ -17,7 +17,7 @@ from sqlalchemy import bindparam, case, func, insert, update
 from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
-from arcticqa.store.db import read_session, write_connection
+from arcticqa.store.db import read_session, reconnecting, write_connection
 from arcticqa.store.tables import LLMBatch, LLMBatchRequest, LLMCall, utcnow
 
 __all__ = ["ModelLedger", "ModelCallFields", "BatchLineFields", "OpenBatch", "CallTotals", "CALL_FIELDS",
@@ -122,6 +122,7 @@ class ModelLedger:
     engine: Engine
 
     # -- model calls ------------------------------------------------------------------------------
+    @reconnecting
     def cached_output(self, request_hash: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
             parsed = conn.execute(_CACHED_OUTPUT, {"request_hash": request_hash}).scalar()
@@ -132,16 +133,19 @@ class ModelLedger:
         with self.engine.connect() as conn:
             yield from conn.execute(_ANSWERED).scalars()
 
+    @reconnecting
     def record_calls(self, records: Sequence[ModelCallFields], *, run_id: str | None = None) -> None:
         if not records:
             return
         with write_connection(self.engine) as conn:
             insert_calls(conn, records, run_id)
 
+    @reconnecting
     def llm_calls(self) -> list[LLMCall]:
         with read_session(self.engine) as s:
             return list(s.exec(select(LLMCall).order_by(col(LLMCall.id))).all())
 
+    @reconnecting
     def call_totals(self) -> dict[str, CallTotals]:
         """Per role: the model calls recorded, how many the cache answered, and their cost (one
         aggregate query; the rows themselves, requests and answers, are not read)."""
@@ -152,6 +156,7 @@ class ModelLedger:
                     for role, n, hits, cost in conn.execute(query)}
 
     # -- Batch API jobs ---------------------------------------------------------------------------
+    @reconnecting
     def batch_answer(self, body_sha256: str) -> dict[str, Any] | None:
         """The stored 200 answer to a request with exactly this body, from any ingested job."""
         with self.engine.connect() as conn:
@@ -160,6 +165,7 @@ class ModelLedger:
                 _BATCH_LINE.c.response.is_not(None)).limit(1)).scalar()
             return response if isinstance(response, dict) else None
 
+    @reconnecting
     def open_batches(self, endpoint: str) -> list[OpenBatch]:
         """Jobs submitted to ``endpoint`` whose results are not stored yet (a build stopped first)."""
         with self.engine.connect() as conn:
@@ -172,6 +178,7 @@ class ModelLedger:
                 out.append(OpenBatch(LLMBatch(**job._mapping), {c: h for c, h in lines}))
             return out
 
+    @reconnecting
     def record_batch(self, batch_id: str, *, endpoint: str, model: str, status: str, input_file_id: str,
                      lines: Mapping[str, str], run_id: str | None) -> None:
         """A submitted job and the body hash of each of its lines (custom_id → hash)."""
@@ -182,11 +189,13 @@ class ModelLedger:
             conn.execute(insert(_BATCH_LINE), [{"batch_id": batch_id, "custom_id": c, "body_sha256": h}
                                                for c, h in lines.items()])
 
+    @reconnecting
     def update_batch(self, batch_id: str, status: str) -> None:
         with write_connection(self.engine) as conn:
             conn.execute(update(_BATCH).where(_BATCH.c.id == batch_id, _BATCH.c.status != "ingested")
                          .values(status=status))
 
+    @reconnecting
     def ingest_batch(self, batch_id: str, status: str, results: Sequence[BatchLineFields], *,
                      output_file_id: str | None, error_file_id: str | None, error: str | None) -> None:
         """A job's results, in one transaction; the job is ``ingested`` (its provider status is
@@ -200,6 +209,7 @@ class ModelLedger:
                 status="ingested", output_file_id=output_file_id, error_file_id=error_file_id,
                 answered=sum(1 for r in results if r.status_code == 200), error=note, finished_at=utcnow()))
 
+    @reconnecting
     def batches(self) -> list[LLMBatch]:
         with read_session(self.engine) as s:
             return list(s.exec(select(LLMBatch).order_by(col(LLMBatch.created_at))).all())

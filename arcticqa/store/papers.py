@@ -17,7 +17,7 @@ from sqlmodel import col, select
 
 from arcticqa.evidence import Document
 from arcticqa.papers import PaperRecord
-from arcticqa.store.db import read_session, write_session
+from arcticqa.store.db import read_session, reconnecting, write_session
 from arcticqa.store.tables import DiscoveryPage, DocumentRow, ItemRow, Paper, RawRecord, SpanRow
 
 __all__ = ["PaperArchive"]
@@ -40,6 +40,7 @@ class PaperArchive:
 
     engine: Engine
 
+    @reconnecting
     def add_papers(self, papers: Iterable[tuple[PaperRecord, dict[str, Any]]]) -> int:
         """Insert papers not yet stored (``extra``: family_id, duplicate_of, source). Returns new count."""
         todo = list(papers)
@@ -64,10 +65,12 @@ class PaperArchive:
                     raise
         return 0
 
+    @reconnecting
     def add_raw_records(self, rows: Sequence[RawRecord]) -> None:
         with write_session(self.engine) as s:
             s.add_all(list(rows))
 
+    @reconnecting
     def paper_ids(self, *, include_duplicates: bool = False) -> list[str]:
         with read_session(self.engine) as s:
             q = select(Paper.paper_id).order_by(Paper.paper_id)
@@ -75,38 +78,45 @@ class PaperArchive:
                 q = q.where(col(Paper.duplicate_of).is_(None))
             return list(s.exec(q).all())
 
+    @reconnecting
     def get_paper(self, paper_id: str) -> PaperRecord | None:
         with read_session(self.engine) as s:
             row = s.get(Paper, paper_id)
             return PaperRecord.model_validate(row.record) if row and row.record else None
 
+    @reconnecting
     def paper_row(self, paper_id: str) -> Paper | None:
         with self.engine.connect() as conn:
             row = conn.execute(_PAPER, {"paper_id": paper_id}).first()
             return Paper(**row._mapping) if row is not None else None
 
+    @reconnecting
     def get_document(self, paper_id: str) -> Document | None:
         """The newest successfully extracted document of a paper."""
         with self.engine.connect() as conn:
             payload = conn.execute(_NEWEST_DOCUMENT, {"paper_id": paper_id}).scalar()
             return Document.model_validate(payload) if payload else None
 
+    @reconnecting
     def family_items(self, family_id: str) -> list[str]:
         """Item ids already accepted for a paper family."""
         with self.engine.connect() as conn:
             return list(conn.execute(_FAMILY_ITEMS, {"family_id": family_id}).scalars())
 
+    @reconnecting
     def items(self) -> list[ItemRow]:
         with read_session(self.engine) as s:
             return list(s.exec(select(ItemRow).order_by(col(ItemRow.item_id))).all())
 
     # -- discovery checkpoint -------------------------------------------------------------------
+    @reconnecting
     def discovery_pages(self, source: str, query: str) -> list[DiscoveryPage]:
         with read_session(self.engine) as s:
             return list(s.exec(select(DiscoveryPage).where(DiscoveryPage.source == source,
                                                            DiscoveryPage.query == query)
                                .order_by(col(DiscoveryPage.page_no))).all())
 
+    @reconnecting
     def record_discovery_page(self, page: DiscoveryPage, raw: Sequence[RawRecord]) -> None:
         """Record a page with its raw records; a page another worker already recorded is skipped."""
         try:
@@ -119,11 +129,13 @@ class PaperArchive:
             pass
 
 
+    @reconnecting
     def raw_records(self) -> list[RawRecord]:
         """Every raw record discovery ever stored (all sources and queries), in arrival order."""
         with read_session(self.engine) as s:
             return list(s.exec(select(RawRecord).order_by(col(RawRecord.id))).all())
 
+    @reconnecting
     def papers(self, *, include_duplicates: bool = False) -> list[Paper]:
         """Every stored paper row, by paper id (duplicates of another paper only if asked)."""
         with read_session(self.engine) as s:
@@ -132,6 +144,7 @@ class PaperArchive:
                 q = q.where(col(Paper.duplicate_of).is_(None))
             return list(s.exec(q).all())
 
+    @reconnecting
     def spans(self, span_ids: Iterable[str]) -> dict[str, SpanRow]:
         """The stored spans with these ids (span id → row); ids not stored are left out."""
         wanted = sorted(set(span_ids))

@@ -34,7 +34,13 @@ from arcticqa import __version__
 from arcticqa.errors import StoreError
 from arcticqa.evidence import Document
 from arcticqa.rules import Rejection
-from arcticqa.store.db import read_session, write_connection, write_session
+from arcticqa.store.db import (
+    read_session,
+    reconnecting,
+    retrying_after_disconnect,
+    write_connection,
+    write_session,
+)
 from arcticqa.store.ledger import ModelCallFields, insert_calls
 from arcticqa.store.tables import DocumentRow, RejectionRow, SpanRow, StageRun, Worker, utcnow
 
@@ -338,10 +344,12 @@ class RunLog:
     stale_after_s: float
 
     # -- stage runs ---------------------------------------------------------------------------
+    @reconnecting
     def latest_run(self, paper_id: str, stage: str, subject: str = "") -> StageRun | None:
         with self.engine.connect() as conn:
             return _newest_run(conn, paper_id, stage, subject)
 
+    @reconnecting
     def latest_output(self, paper_id: str, stage: str, subject: str = "") -> dict[str, Any] | None:
         """The output of the newest attempt (None if there is none, or it has none): what
         ``latest_run(...).output`` is, without building the attempt's row object, which costs
@@ -350,12 +358,14 @@ class RunLog:
             output = conn.execute(_NEWEST_OUTPUT, {"paper_id": paper_id, "stage": stage, "subject": subject}).scalar()
             return cast(dict[str, Any] | None, output)
 
+    @reconnecting
     def latest_runs(self, paper_id: str, stages: Sequence[str], subject: str = "") -> dict[str, StageRun]:
         """The newest attempt of each of ``stages`` that has one (one query for all)."""
         with self.engine.connect() as conn:
             rows = conn.execute(_NEWEST_RUNS, {"paper_id": paper_id, "subject": subject, "stages": list(stages)})
             return {row.stage: StageRun(**row._mapping) for row in rows}
 
+    @reconnecting
     def start_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str,
                   run_id: str | None = None, prompt_version: str | None = None) -> StageRun:
         with write_session(self.engine) as s:
@@ -370,6 +380,7 @@ class RunLog:
             return row
 
     # -- workers and claims (several build processes on one store) -------------------------------
+    @reconnecting
     def register_worker(self) -> str:
         """Record this process as a worker; returns its id (put on every attempt it claims)."""
         worker_id = uuid.uuid4().hex
@@ -377,15 +388,18 @@ class RunLog:
             s.add(Worker(id=worker_id, host=HOST, pid=os.getpid()))
         return worker_id
 
+    @reconnecting
     def heartbeat(self, worker_id: str) -> None:
         with write_session(self.engine) as s:
             s.execute(update(Worker).where(col(Worker.id) == worker_id).values(heartbeat_at=utcnow()))
 
+    @reconnecting
     def stop_worker(self, worker_id: str) -> None:
         """A clean exit: whatever this worker still has ``running`` is free to take at once."""
         with write_session(self.engine) as s:
             s.execute(update(Worker).where(col(Worker.id) == worker_id).values(stopped_at=utcnow()))
 
+    @reconnecting
     def interrupt_runs(self, worker_id: str, reason: str) -> int:
         """Close the attempts this worker still has ``running`` as ``interrupted`` (the build was
         stopped: Ctrl-C, SIGTERM, an error that ended it), with ``reason`` as their error; how many.
@@ -396,6 +410,7 @@ class RunLog:
                 status=INTERRUPTED, error_class="Interrupted", error_message=reason[:4000], finished_at=utcnow()))
             return int(result.rowcount or 0)
 
+    @reconnecting
     def workers(self) -> list[Worker]:
         with read_session(self.engine) as s:
             return list(s.exec(select(Worker).order_by(col(Worker.started_at))).all())
@@ -417,6 +432,7 @@ class RunLog:
         row = conn.execute(select(_WORKER).where(_WORKER.c.id == run.worker_id)).first()
         return self.worker_alive(Worker(**row._mapping) if row is not None else None)
 
+    @reconnecting
     def claim_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str, worker_id: str | None,
                   run_id: str | None = None, done: Callable[[StageRun], bool]) -> Claim:
         """Take (paper, stage, subject) for this worker unless it is done or held by a live worker.
@@ -432,6 +448,10 @@ class RunLog:
                 last = _newest_run(conn, paper_id, stage, subject)
                 if last is not None and done(last):
                     return Claim("done", last)
+                if last is not None and last.status == "running" and worker_id is not None \
+                        and last.worker_id == worker_id and last.run_id == run_id and retrying_after_disconnect():
+                    # our first try committed this claim, and the connection went before we heard so
+                    return Claim("claimed", last)
                 if last is not None and last.status == "running" and self.run_is_live(last, conn):
                     return Claim("held", last)
                 values: dict[str, Any] = dict(paper_id=paper_id, stage=stage, subject=subject,
@@ -443,6 +463,7 @@ class RunLog:
         except IntegrityError:
             return Claim("held", self.latest_run(paper_id, stage, subject))
 
+    @reconnecting
     def finish_run(self, run: StageRun, *, status: str, output: BaseModel | dict[str, Any] | None = None,
                    rejections: Sequence[Rejection] = (), evidence: Sequence[SQLModel | EvidenceValues] = (),
                    document: Document | None = None, error: BaseException | None = None,
@@ -475,6 +496,7 @@ class RunLog:
             evidence=evidence, error=error, prompt_version=prompt_version, run_id=run_id, worker_id=worker_id,
             started_at=started_at, calls=calls)])[0]
 
+    @reconnecting
     def record_outcomes(self, outcomes: Sequence[FinishedStep | ClosedAttempt]) -> list[int]:
         """Finished attempts (:meth:`record_run`) and closed ones (:meth:`finish_run`) in one
         transaction, all or none; the ids of their ``stage_run`` rows, in order.
@@ -497,6 +519,7 @@ class RunLog:
                     ids.append(cast(int, outcome.run.id))
         return ids
 
+    @reconnecting
     def runs(self, *, stage: str | None = None, status: str | None = None,
              paper_ids: Sequence[str] | None = None) -> list[StageRun]:
         """The newest attempt of every (paper, stage, subject); ``paper_ids``: of those papers only."""
@@ -524,6 +547,7 @@ class RunLog:
             counts[run.stage][run.status] += 1
         return counts
 
+    @reconnecting
     def rejections(self, *, stage: str | None = None, rule: str | None = None,
                    paper: str | None = None) -> list[RejectionRow]:
         with read_session(self.engine) as s:

@@ -88,6 +88,10 @@ class Store(PaperArchive, RunLog, ModelLedger):
         self.url = url
         self.engine = make_engine(url, busy_timeout_s=busy_timeout_s)
         self.stale_after_s = stale_after_s
+        #: how long a store method waits for a database server that went away (arcticqa.store.db.reconnecting);
+        #: SQLite's own wait for the write lock is the same setting
+        self.reconnect_s = busy_timeout_s
+        self._gave_up_at: float | None = None
         if migrate:
             self.migrate()
 
