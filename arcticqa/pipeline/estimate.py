@@ -20,8 +20,9 @@ measured on the sample corpus (``data/estimate/sample-corpus.json``; :func:`meas
 Wall time is discovery (S2 pages ÷ rate; discovery ends before the first stage starts) plus the
 largest of, per model config, tokens ÷ TPM, requests ÷ RPM, and calls × latency ÷ concurrency plus
 one paper's chain of calls (construct's calls for a paper run one after the other). A store that
-has built (a pilot) adds what it measured: its stages' time before construct per discovered paper,
-and the client timeout the slowest paper waits when calls time out.
+has built (a pilot) adds what it measured: the client timeout the slowest paper waits when calls
+time out, and its stages' time before construct per discovered paper, which overlaps the model
+stages (the longer of the two counts).
 """
 
 from __future__ import annotations
@@ -430,7 +431,8 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
     ``latency_s``: mean seconds per model call; ``document_shift``: tokens to add to a role's
     input per call (the papers to build are longer, or shorter, than those it was measured on);
     ``local_s_per_paper``: seconds of the stages before construct per discovered paper (prefilter,
-    fetch, extraction, eligibility), added before the model stages; ``timeout_share``: attempts
+    fetch, extraction, eligibility), which run beside the model stages (later batches' local work
+    overlaps earlier batches' construct), so the longer of the two counts; ``timeout_share``: attempts
     that timed out per call, which make the slowest paper wait a client timeout
     (``timeout_s × P(at least one)``).
     """
@@ -499,7 +501,9 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
         if s2_rate:
             discovery_s = Range.point(pages / s2_rate)
     binding = max(terms, key=lambda k: terms[k].mid) if terms else "none"
-    if discovery_s.mid > model_s.mid:
+    if local_s.mid > model_s.mid:
+        binding = "the local stages"
+    if discovery_s.mid > max(model_s.mid, local_s.mid):
         binding = "S2 pages ÷ rate"
     assumptions = [f"mean model latency {latency_s:g} s a call",
                    f"funnel: {funnel.source}"]
@@ -510,7 +514,7 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
         assumptions.append(f"{timeout_share:.2%} of calls time out, so the slowest paper may wait a client timeout")
     return Estimate(papers=papers, funnel=funnel, fulltext=fulltext, eligible=eligible, roles=roles, models=walls,
                     s2_pages=pages, s2_rate=s2_rate, discovery_s=discovery_s, local_s=local_s, model_s=model_s,
-                    wall_s=discovery_s + local_s + model_s, binding=binding, latency_s=latency_s,
+                    wall_s=discovery_s + Range.maximum(local_s, model_s), binding=binding, latency_s=latency_s,
                     assumptions=assumptions)
 
 
@@ -595,15 +599,19 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
     if target is not None:
         result.assumptions.append(f"papers of {target:,.0f} tokens of text on average (estimate.document_tokens; "
                                   f"{', '.join(DOCUMENT_ROLES)} carries the whole text)")
-    result.assumptions.append(f"per-role calls and tokens: {table.source}" if any(s == "table" for _, s in profiles.values())
-                              else "per-role calls and tokens: the store's llm_call history")
+    from_store = [r for r in ROLES if profiles[r][1] == "store"]
+    from_table = [r for r in ROLES if profiles[r][1] == "table"]
+    if from_store:
+        result.assumptions.append(f"per-role calls and tokens of {', '.join(from_store)}: the store's llm_call history")
+    if from_table:
+        result.assumptions.append(f"per-role calls and tokens of {', '.join(from_table)}: {table.source}")
     if latency_n:
         result.assumptions[0] = f"mean model latency {latency:.2f} s a call (the store's answered calls)"
     else:
         result.assumptions[0] = f"mean model latency {latency:g} s a call (estimate.latency_s)"
     differs = {k: v for k, v in table.settings.items() if k in type(settings.build).model_fields
                and getattr(settings.build, k) != v}
-    if differs and any(s == "table" for _, s in profiles.values()):
+    if differs and any(src == "table" and p.calls for p, src in profiles.values()):
         result.assumptions.append("the table was measured with " + ", ".join(f"build.{k} = {v!r}" for k, v in
                                                                            sorted(differs.items()))
                                   + "; this config differs, so its calls per paper may too")
