@@ -1,0 +1,79 @@
+"""The store on a PostgreSQL server that goes away: a store method waits for it and runs again,
+or stops with one line; and the fault rehearsal (``bench.bench_faults``) at a tiny scale: a
+build by two processes whose server is restarted and one of which is SIGKILLed ends, after
+``arcticqa resume``, with the undisturbed build's release, one answered ``llm_call`` row per
+request the model stand-in answered, and no request answered twice but those in flight to the
+killed process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from arcticqa.errors import StoreError
+from arcticqa.store.store import Store
+from bench.bench_faults import PostgresServer, StandIns, postgres_unavailable, run_faults
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(postgres_unavailable() is not None, reason=str(postgres_unavailable()))]
+
+
+@pytest.fixture
+def server() -> Iterator[PostgresServer]:
+    with PostgresServer() as pg:
+        yield pg
+
+
+def test_a_store_method_waits_for_a_server_that_comes_back(server: PostgresServer,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    store = Store(server.create_database("back"))
+    first = store.register_worker()
+    server.restart()  # every pooled connection is dead now
+    store.heartbeat(first)
+    server.halt()
+    starter = threading.Timer(1.5, server.start)
+    starter.start()
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="arcticqa.store.db"):
+        second = store.register_worker()  # refused until the server is up again, then written once
+    waited = time.monotonic() - started
+    starter.join()
+    assert waited >= 1.0
+    assert {w.id for w in store.workers()} == {first, second}
+    assert [r.message for r in caplog.records if "went away" in r.message][0].count("\n") == 0
+    store.close()
+
+
+def test_a_store_whose_server_stays_away_stops_with_one_line(server: PostgresServer) -> None:
+    store = Store(server.create_database("gone"), busy_timeout_s=1.0)
+    store.register_worker()
+    server.halt()
+    started = time.monotonic()
+    with pytest.raises(StoreError) as caught:
+        store.workers()
+    assert time.monotonic() - started < 10
+    message = str(caught.value)
+    assert "did not answer for" in message and "/gone" in message and "\n" not in message
+    with pytest.raises(StoreError, match="unreachable"):  # once given up, the way out does not wait again
+        store.register_worker()
+    store.close()
+
+
+def test_a_build_disturbed_by_a_restart_and_a_kill_ends_with_the_undisturbed_release(tmp_path: Path) -> None:
+    figures = run_faults(tmp_path, scale=0.003, restart_at=0.25, kill_at=0.5,
+                         options=StandIns(latency_median_s=0.5, latency_p99_s=2.0, error_rate=0.0, timeout_rate=0.0),
+                         client_timeout_s=10.0, timeout_s=900.0)
+    a, b = figures["runs"]["A"], figures["runs"]["B"]
+    assert figures["diff"]["equal"], figures["diff"]
+    assert a["store"]["answered_rows"] == b["store"]["answered_rows"] == b["model"]["distinct_answered"] > 0
+    assert "restart" in b["fault_at"], b["events"]
+    assert all(p["exit"] == 0 for name, p in b["processes"].items() if name != "B-worker2"), b["processes"]
+    # a request answered twice is one whose first answer went to the killed process: none from the restart
+    kill = b["fault_at"].get("kill")
+    assert all(kill is not None and times[0] >= kill - 2.0 for times in b["model"]["twice_at"]), b["model"]["twice_at"]
