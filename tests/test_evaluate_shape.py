@@ -69,13 +69,14 @@ def test_every_bundled_protocol_is_a_subpackage_with_the_same_module_names() -> 
     assert all(found == expected | own.get(name, set()) for name, found in names.items()), names
     # nothing protocol-specific is left in the package root beside the shared machinery
     # exposure: the training-exposure view (item dates, cutoffs) sits beside coverage, not in a
-    # protocol subpackage, so every protocol keeps the same module names; itemaudit and irt: the
-    # item audit (evaluate items), a view of the items across models, and its IRT fit
+    # protocol subpackage, so every protocol keeps the same module names; itemaudit, itemsources,
+    # keycheck and irt: the item audit (evaluate items), a view of the items across models, the
+    # protocols' stored responses it reads, its moved-key score and its IRT fit
     # releaseitems, options and promptfile: the protocol-neutral pieces two protocols share (a release's
     # items, option texts and label parsers, prompt files and variants), so no protocol imports another
-    assert _modules(EVALUATE) == {"__init__", "coverage", "exposure", "external", "irt", "itemaudit", "options",
-                                  "policies", "promptfile", "protocols", "recorded", "releaseitems", "reportio",
-                                  "runner", "shape", "stats"}
+    assert _modules(EVALUATE) == {"__init__", "coverage", "exposure", "external", "irt", "itemaudit", "itemsources",
+                                  "keycheck", "options", "policies", "promptfile", "protocols", "recorded", "releaseitems",
+                                  "reportio", "runner", "shape", "stats"}
 
 
 def test_the_protocols_are_independent_of_each_other_by_contract() -> None:

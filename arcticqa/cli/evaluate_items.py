@@ -26,8 +26,16 @@ def items_command(
     responses: Annotated[Path | None, typer.Option(
         "--responses", help="Published ArcticAbstain responses.csv/.jsonl.")] = None,
     db: Annotated[str | None, typer.Option(
-        "--db", help="Our store (SQLAlchemy URL or SQLite path): its ArcticAbstain responses of the published "
-                     "prompt.")] = None,
+        "--db", help="Our store (SQLAlchemy URL or SQLite path): its ArcticAbstain or Abstain-QA responses.")] = None,
+    protocol: Annotated[str | None, typer.Option(
+        "--protocol", help="With --db: whose responses (arcticabstain | abstainqa). Default: the one of them the "
+                           "store holds; a store holding both needs it.")] = None,
+    variant: Annotated[str | None, typer.Option(
+        "--variant", help="With --db: the prompt variant audited (default: arcticabstain published, abstainqa "
+                          "standard, or the only one held).")] = None,
+    eval_set: Annotated[str | None, typer.Option(
+        "--eval-set", help="With --db: the stored eval set (e.g. abstainqa:arcticqa) when the store holds "
+                           "several.")] = None,
     items: Annotated[Path | None, typer.Option(
         "--items", help="The release's items.jsonl (its key and distractors name the options). Default: "
                         "items.jsonl beside --responses.")] = None,
@@ -53,25 +61,37 @@ def items_command(
     if items is None:
         raise ConfigError("give --items (the release's items.jsonl)")
     release = load_items(items)
+    selection = None
     if responses is not None:
+        if protocol not in (None, "arcticabstain") or variant is not None or eval_set is not None:
+            raise ConfigError("--responses reads published ArcticAbstain responses: --protocol, --variant and "
+                              "--eval-set go with --db")
         data = itemaudit.load_published_choices(responses, release)
     else:
         assert db is not None
         url = _existing_db(db)
         # imported in the command, not at the top: `arcticqa --help` stays fast
-        from arcticqa.evaluate.recorded import load_protocol_rows
+        from arcticqa.evaluate import itemsources
+        from arcticqa.evaluate.protocols import PROTOCOLS
         from arcticqa.store.db import make_engine
 
-        rows = load_protocol_rows(make_engine(url), "arcticabstain", (
-            "model", "model_label", "item_id", "condition", "trial", "options", "chosen_letter", "outcome", "details"))
-        if not rows:
-            raise ConfigError(f"{_db_url(db)}: the store holds no arcticabstain responses")
-        data = itemaudit.choices_from_rows(rows, release, source=_db_url(db))
+        engine = make_engine(url)
+        held = itemsources.held_protocols(engine, list(PROTOCOLS))
+        chosen = itemsources.choose_protocol(held, protocol, source=_db_url(db))
+        data, selection = itemsources.store_choices(engine, chosen, release, source=_db_url(db), variant=variant,
+                                                    eval_set=eval_set)
+        for name, n in held.items():
+            if name != chosen and protocol is None:
+                why = itemsources.UNMAPPABLE.get(name, "")
+                console.print(f"not audited: {n} {name} responses" + (f" ({why})" if why else ""),
+                              style="yellow", highlight=False, soft_wrap=True)
     audit = itemaudit.audit_items(data, resamples=resamples, seed=seed)
     texts = itemaudit.item_texts(audit)
     write_report_folder(out, texts, itemaudit.write_figures(audit) if figure else [], overwrite=overwrite)
     flagged = {s.item_id for s in audit.suspects}
     by_rule = Counter(s.rule_id for s in audit.suspects)
+    if selection is not None:
+        console.print(f"{selection.describe()}:", highlight=False)
     console.print(f"{audit.responses} responses of {len(audit.models)} models on {len(audit.items)} items: "
                   f"{len(flagged)} suspect item(s)", highlight=False)
     for r in itemaudit.SUSPECT_RULES:
