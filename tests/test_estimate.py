@@ -144,6 +144,15 @@ def test_a_bad_config_names_the_file_and_field(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "did you mean 'latency_s'" in result.stderr
 
 
+def test_a_bad_profile_table_names_the_file_and_field(tmp_path: Path) -> None:
+    missing = runner.invoke(app, ["estimate", "-c", str(_config(tmp_path, extra='[estimate]\nprofile = "gone.json"\n'))])
+    assert missing.exit_code == 2 and str(tmp_path / "gone.json") in missing.stderr
+    (tmp_path / "bad.json").write_text('{"roles": {"question_writter": {"calls": 1, "units": 1}}}', encoding="utf-8")
+    bad = runner.invoke(app, ["estimate", "-c", str(_config(tmp_path, extra='[estimate]\nprofile = "bad.json"\n'))])
+    assert bad.exit_code == 2
+    assert "bad.json" in bad.stderr and "roles.question_writter" in bad.stderr
+
+
 def test_build_stops_above_the_budget_and_yes_starts_it(tmp_path: Path) -> None:
     corpus = make_corpus(tmp_path / "corpus", n=2)
     with FakeOpenAIServer(ScriptedModel()) as srv:
