@@ -35,7 +35,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import inspect, text
+from sqlalchemy.exc import OperationalError
 
 from arcticqa.config import ROLES, Settings
 from arcticqa.errors import InputError
@@ -560,10 +561,15 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
     if use_store and (path is None or (path.is_file() and path.stat().st_size > 0)):
         store = Store(settings.store.url, busy_timeout_s=settings.store.busy_timeout_s, migrate=False)
         try:
-            store_funnel = funnel_of_store(store)
-            store_profile = measure_profile(store, settings)
-            if store_funnel.discovered >= MIN_STORE_PAPERS:
-                pace = measure_pace(store, store_funnel.discovered)
+            # a database no build has written to yet (PostgreSQL: it exists before the first build)
+            # has no history; one that cannot be reached is the build's to report, not the estimate's
+            if all(inspect(store.engine).has_table(t) for t in ("llm_call", "stage_run", "paper", "document")):
+                store_funnel = funnel_of_store(store)
+                store_profile = measure_profile(store, settings)
+                if store_funnel.discovered >= MIN_STORE_PAPERS:
+                    pace = measure_pace(store, store_funnel.discovered)
+        except OperationalError:
+            store_funnel, store_profile = None, None
         finally:
             store.close()
     table_path = settings.estimate.profile or DEFAULT_PROFILE
