@@ -81,6 +81,10 @@ def test_the_arithmetic_on_a_hand_computed_case(tmp_path: Path) -> None:
     assert paced.local_s.mid == pytest.approx(10.0)
     # the local stages run beside the model stages: the longer of the two counts, after discovery
     assert paced.wall_s.mid == pytest.approx(4.0 + max(10.0, 100.0 + 120.0 * (1 - math.exp(-1.0))))
+    # a call's latency spread of 1 s makes the slowest of 50 one-call chains longer by √(2 ln 50) s
+    spread = estimate(settings, papers=1000, funnel=funnel, profiles=profiles, latency_s=2.0, s2_queries=2,
+                      s2_rate=0.5, latency_sd=1.0)
+    assert spread.models[0].by_latency.mid == pytest.approx(27.0 + math.sqrt(2 * math.log(50)))
     # the low end multiplies the low ends: both shares' Wilson intervals, ten calls over ten papers' Poisson one
     assert est.calls.low < est.calls.mid < est.calls.high
     per_paper_low = (10 - 1.96 * math.sqrt(10)) / 10

@@ -181,6 +181,7 @@ class RoleProfile:
     tokens_out_sq: float = 0.0
     retries: int = 0
     latency_s: float = 0.0  # sum over answered attempts
+    latency_sq: float = 0.0  # sum of squares over answered attempts
 
     def calls_per_unit(self) -> Range:
         return poisson_rate(self.calls, self.units)
@@ -247,7 +248,8 @@ _CALLS = text(
     "sum(CASE WHEN parsed IS NOT NULL THEN 1.0 * tokens_in * tokens_in ELSE 0 END), "
     "sum(CASE WHEN parsed IS NOT NULL THEN tokens_out ELSE 0 END), "
     "sum(CASE WHEN parsed IS NOT NULL THEN 1.0 * tokens_out * tokens_out ELSE 0 END), "
-    "sum(CASE WHEN parsed IS NOT NULL THEN latency_s ELSE 0 END) "
+    "sum(CASE WHEN parsed IS NOT NULL THEN latency_s ELSE 0 END), "
+    "sum(CASE WHEN parsed IS NOT NULL THEN latency_s * latency_s ELSE 0 END) "
     "FROM llm_call WHERE NOT cache_hit GROUP BY role")
 # A provider that reports no usage (the offline roles) leaves tokens at 0: count them as the
 # stand-ins and the client's pacing do, characters / 4 of the messages and of the answer (SQLite only)
@@ -308,7 +310,7 @@ def measure_profile(store: Store, settings: Settings, *, command: str = "") -> P
         by_chars: dict[str, tuple[float, ...]] = {}
         if store.engine.dialect.name == "sqlite" and any(r[3] and not (r[4] or r[6]) for r in rows):
             by_chars = {str(r[0]): tuple(float(x or 0) for x in r[1:]) for r in conn.execute(_CHARS_BY_ROLE)}
-    for role, calls, retries, answered, t_in, t_in_sq, t_out, t_out_sq, latency in rows:
+    for role, calls, retries, answered, t_in, t_in_sq, t_out, t_out_sq, latency, latency_sq in rows:
         if role not in ROLES:
             continue
         if answered and not (t_in or t_out) and role in by_chars:
@@ -316,7 +318,8 @@ def measure_profile(store: Store, settings: Settings, *, command: str = "") -> P
         roles[str(role)] = RoleProfile(calls=int(calls or 0), units=units[str(role)], answered=int(answered or 0),
                                        tokens_in=float(t_in or 0), tokens_in_sq=float(t_in_sq or 0),
                                        tokens_out=float(t_out or 0), tokens_out_sq=float(t_out_sq or 0),
-                                       retries=int(retries or 0), latency_s=float(latency or 0))
+                                       retries=int(retries or 0), latency_s=float(latency or 0),
+                                       latency_sq=float(latency_sq or 0))
     for role in ROLES:  # a role never asked is measured as asked 0 times
         roles.setdefault(role, RoleProfile(calls=0, units=units[role]))
     b = settings.build
@@ -424,7 +427,7 @@ class Estimate:
 def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mapping[str, tuple[RoleProfile, str]],
              latency_s: float, s2_queries: int | None, s2_rate: float | None,
              document_shift: Mapping[str, float] | None = None, local_s_per_paper: float = 0.0,
-             timeout_share: float = 0.0) -> Estimate:
+             timeout_share: float = 0.0, latency_sd: float = 0.0) -> Estimate:
     """The arithmetic: ``papers`` discovered through ``funnel``, each role's calls and tokens from its
     profile (with where it came from), priced and paced by ``settings``.
 
@@ -435,7 +438,9 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
     fetch, extraction, eligibility), which run beside the model stages (later batches' local work
     overlaps earlier batches' construct), so the longer of the two counts; ``timeout_share``: attempts
     that timed out per call, which make the slowest paper wait a client timeout
-    (``timeout_s × P(at least one)``).
+    (``timeout_s × P(at least one)``); ``latency_sd``: the spread of one call's latency, which
+    makes the slowest of the eligible papers' chains longer than the mean chain (by about
+    ``sd × √chain × √(2 ln papers)``, the expected maximum of that many sums).
     """
     shift = dict(document_shift or {})
     fulltext = funnel.fulltext_share * papers
@@ -474,7 +479,8 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
         slots = min(cfg.max_concurrency, cfg.endpoint_max_concurrency or cfg.max_concurrency,
                     settings.build.paper_concurrency, settings.build.batch_size)
         offline = cfg.provider == "offline"
-        by_latency = Range.point(0.0) if offline else (calls * latency_s / slots + chain * latency_s)
+        by_latency = Range.point(0.0) if offline else (calls * latency_s / slots + chain * latency_s
+                                                       + _straggler(chain, eligible, latency_sd))
         by_tokens = tokens * (60.0 / cfg.tokens_per_minute) if cfg.tokens_per_minute and not offline else None
         by_requests = requests * (60.0 / cfg.requests_per_minute) if cfg.requests_per_minute and not offline else None
         walls.append(ModelWall(model=name, requests=requests, tokens=tokens, rpm=cfg.requests_per_minute,
@@ -517,6 +523,15 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
                     s2_pages=pages, s2_rate=s2_rate, discovery_s=discovery_s, local_s=local_s, model_s=model_s,
                     wall_s=discovery_s + Range.maximum(local_s, model_s), binding=binding, latency_s=latency_s,
                     assumptions=assumptions)
+
+
+def _straggler(chain: Range, papers: Range, sd: float) -> Range:
+    """How much longer than the mean chain the slowest of ``papers`` chains of ``chain`` calls
+    takes, with a call's latency spread ``sd`` (the expected maximum of n sums ≈ mean + σ√(2 ln n))."""
+    def one(k: float, n: float) -> float:
+        return sd * math.sqrt(max(k, 0.0)) * math.sqrt(2 * math.log(n)) if n > 1 and sd > 0 else 0.0
+
+    return Range(one(chain.low, papers.low), one(chain.mid, papers.mid), one(chain.high, papers.high))
 
 
 # -- from settings and a store ----------------------------------------------------------------------------------
@@ -577,13 +592,14 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
         table_path = settings.config_path.parent / table_path
     table = load_profile(table_path)
     profiles: dict[str, tuple[RoleProfile, str]] = {}
-    latency_sum, latency_n = 0.0, 0
+    latency_sum, latency_sq, latency_n = 0.0, 0.0, 0
     for role in ROLES:
         own = store_profile.roles.get(role) if store_profile else None
         if own is not None and own.answered >= MIN_STORE_CALLS:
             profiles[role] = (own, "store")
             if own.latency_s > 0:
                 latency_sum, latency_n = latency_sum + own.latency_s, latency_n + own.answered
+                latency_sq += own.latency_sq
         else:
             profiles[role] = (table.roles.get(role) or RoleProfile(calls=0, units=0), "table")
     funnel = REFERENCE_FUNNEL
@@ -591,6 +607,7 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
         funnel = store_funnel
     given, why = (papers, "--papers") if papers is not None else default_papers(settings, store_funnel)
     latency = latency_sum / latency_n if latency_n else settings.estimate.latency_s
+    latency_sd = math.sqrt(max(0.0, latency_sq / latency_n - latency * latency)) if latency_n else 0.0
     queries, rate = _s2(settings)
     target = settings.estimate.document_tokens
     shift: dict[str, float] = {}
@@ -601,7 +618,7 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
             shift[role] = target - measured_on
     result = estimate(settings, papers=given, funnel=funnel, profiles=profiles, latency_s=latency,
                       s2_queries=queries, s2_rate=rate, document_shift=shift, local_s_per_paper=pace[0],
-                      timeout_share=pace[1])
+                      timeout_share=pace[1], latency_sd=latency_sd)
     if target is not None:
         result.assumptions.append(f"papers of {target:,.0f} tokens of text on average (estimate.document_tokens; "
                                   f"{', '.join(DOCUMENT_ROLES)} carries the whole text)")
@@ -612,7 +629,8 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
     if from_table:
         result.assumptions.append(f"per-role calls and tokens of {', '.join(from_table)}: {table.source}")
     if latency_n:
-        result.assumptions[0] = f"mean model latency {latency:.2f} s a call (the store's answered calls)"
+        result.assumptions[0] = (f"mean model latency {latency:.2f} s a call, sd {latency_sd:.2f} s (the store's "
+                                 "answered calls)")
     else:
         result.assumptions[0] = f"mean model latency {latency:g} s a call (estimate.latency_s)"
     differs = {k: v for k, v in table.settings.items() if k in type(settings.build).model_fields
