@@ -12,6 +12,8 @@ with its latency and injected 5xx/timeouts), it runs:
   every connection is cut, the server is gone for a moment); once it holds ``--kill-at`` of
   them, the second build process is SIGKILLed. The survivor goes on; then
   ``arcticqa resume`` finishes whatever is left, and ``arcticqa export`` writes release B.
+  With ``--outage S`` the server is stopped for S seconds instead of restarted: longer than the
+  store waits for it (``store.busy_timeout_s``, 30 s), the build processes stop with one line.
 
 It prints: whether release B equals release A (byte for byte, file by file; where a file
 differs, which fields do), the ``llm_call`` rows holding an answer against the requests the
@@ -20,7 +22,7 @@ sent twice), what each process printed about the fault and its exit code, and th
 The stand-in is one server for both runs (its address is part of every request, so the two
 runs ask the same requests); it counts each run's answers apart.
 
-    .venv/bin/python -m bench.bench_faults [--scale 0.01] [--restart-at 0.3] [--kill-at 0.6]
+    .venv/bin/python -m bench.bench_faults [--scale 0.01] [--restart-at 0.3] [--kill-at 0.6] [--outage S]
         [--latency-median 0.4] [--error-rate 0.02] [--timeout-rate 0.01] [--keep DIR] [--json FILE]
 """
 
@@ -134,14 +136,19 @@ class PostgresServer:
         """``pg_ctl stop -m fast``: the server is gone until :meth:`start`."""
         self._pg_ctl("stop", "-m", "fast")
 
-    def create_database(self, name: str) -> str:
-        """A fresh database; its SQLAlchemy URL."""
+    def create_database(self, name: str, *, migrate: bool = False) -> str:
+        """A fresh database (``migrate``: with the store's schema); its SQLAlchemy URL."""
         import psycopg
 
         with psycopg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
             conn.execute(f'CREATE DATABASE "{name}"')
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+        url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
+        if migrate:
+            from arcticqa.store.store import Store
+
+            Store(url).close()
+        return url
 
     def stop(self) -> None:
         if self.started:
@@ -394,6 +401,9 @@ class Faults:
     kill_rows: int
     #: the kill comes at least this long after the restart, so that each fault's effects can be told apart
     gap_s: float = 3.0
+    #: 0: ``pg_ctl restart``; else the server is stopped and started again this many seconds later
+    #: (longer than the store's wait, ``store.busy_timeout_s`` = 30 s, the builds stop)
+    outage_s: float = 0.0
 
 
 def run_once(name: str, directory: Path, config: Path, store_url: str, *, faults: Faults | None,
@@ -405,6 +415,7 @@ def run_once(name: str, directory: Path, config: Path, store_url: str, *, faults
     build = ["build", "--orchestrator", "local", "-c", str(config)]
     workers = [_start(f"{name}-worker1", build, directory), _start(f"{name}-worker2", build, directory)]
     restarted = killed = False
+    back: threading.Timer | None = None
     deadline = time.perf_counter() + timeout_s
     while any(w.code is None for w in workers) and time.perf_counter() < deadline:
         for w in workers:
@@ -415,12 +426,19 @@ def run_once(name: str, directory: Path, config: Path, store_url: str, *, faults
             at = time.perf_counter() - started
             if not restarted and rows is not None and rows >= faults.restart_rows:
                 run.fault_at["restart"] = time.time()
-                took = faults.server.restart()
+                if faults.outage_s:
+                    faults.server.halt()
+                    back = threading.Timer(faults.outage_s, faults.server.start)
+                    back.start()
+                    run.events.append(f"{at:.1f} s: {rows} answered rows stored; server stopped "
+                                      f"(pg_ctl stop -m fast), started again {faults.outage_s:g} s later")
+                else:
+                    took = faults.server.restart()
+                    run.events.append(f"{at:.1f} s: {rows} answered rows stored; server restarted "
+                                      f"(pg_ctl restart -m fast, {took:.1f} s)")
                 restarted = True
-                run.events.append(f"{at:.1f} s: {rows} answered rows stored; server restarted "
-                                  f"(pg_ctl restart -m fast, {took:.1f} s)")
             elif restarted and not killed and rows is not None and rows >= faults.kill_rows \
-                    and time.time() - run.fault_at["restart"] >= faults.gap_s:
+                    and time.time() - run.fault_at["restart"] >= faults.gap_s + faults.outage_s:
                 victim = workers[1]
                 if victim.code is None:
                     os.kill(victim.popen.pid, signal.SIGKILL)
@@ -433,6 +451,8 @@ def run_once(name: str, directory: Path, config: Path, store_url: str, *, faults
         time.sleep(0.2)
     for w in workers:
         _wait(w, max(1.0, deadline - time.perf_counter()))
+    if back is not None:
+        back.join()  # resume needs the server
     if faults and not restarted:
         run.events.append("the build ended before the restart point: no restart")
     builds_done = time.perf_counter()
@@ -527,7 +547,7 @@ def report(a: FaultRun, b: FaultRun, diff: dict[str, Any], figures: dict[str, An
     for run in (a, b):
         model, store = run.model, run.store
         twice = model.get("answered_twice", 0)
-        print(f"\n-- run {run.name} ({'undisturbed' if run.name == 'A' else 'server restart + SIGKILL'}): "
+        print(f"\n-- run {run.name} ({'undisturbed' if run.name == 'A' else 'server fault + SIGKILL'}): "
               f"wall {run.wall_s:.1f} s (both builds, then resume) --")
         for event in run.events:
             print(f"  {event}")
@@ -563,7 +583,7 @@ def report(a: FaultRun, b: FaultRun, diff: dict[str, Any], figures: dict[str, An
 
 
 def run_faults(work: Path, *, scale: float, restart_at: float, kill_at: float, options: StandIns,
-               client_timeout_s: float, timeout_s: float = 1800.0) -> dict[str, Any]:
+               client_timeout_s: float, timeout_s: float = 1800.0, outage_s: float = 0.0) -> dict[str, Any]:
     """The bench's core (``tests/test_faults_postgres.py`` runs it at a tiny scale): runs A and B,
     the releases compared; returns the figures."""
     funnel = Funnel.at(scale, 0.58)
@@ -576,13 +596,16 @@ def run_faults(work: Path, *, scale: float, restart_at: float, kill_at: float, o
             directory = work / name
             if directory.exists():
                 shutil.rmtree(directory)
-            url = server.create_database(f"faults_{name.lower()}")
+            # the schema is made before the clock starts: the builds' walls are their own, and a build's
+            # cost estimate (which reads the store without migrating it) finds the tables
+            url = server.create_database(f"faults_{name.lower()}", migrate=True)
             config = write_config(directory, store_url=url, model_url=model_url, s2_url=s2_url,
                                   corpus=work / "corpus", client_timeout_s=client_timeout_s, s2_rate=options.s2_rate)
             faults = None
             if name == "B":
                 rows_a = runs[0].store["answered_rows"]
-                faults = Faults(server, max(1, round(restart_at * rows_a)), max(2, round(kill_at * rows_a)))
+                faults = Faults(server, max(1, round(restart_at * rows_a)), max(2, round(kill_at * rows_a)),
+                                outage_s=outage_s)
             print(f"run {name}: two build processes on {url.rsplit('@', 1)[-1]}", flush=True)
             run = run_once(name, directory, config, url, faults=faults, timeout_s=timeout_s)
             control.send("next run")
@@ -608,6 +631,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--restart-at", type=float, default=0.3, help="restart the server once this share of run "
                                                                       "A's answered rows is stored in B")
     parser.add_argument("--kill-at", type=float, default=0.6, help="SIGKILL the second build process at this share")
+    parser.add_argument("--outage", type=float, default=0.0,
+                        help="instead of a restart, stop the server for this many seconds (over 30, the store's "
+                             "wait, the builds stop with one line and resume finishes)")
     parser.add_argument("--latency-median", type=float, default=0.4)
     parser.add_argument("--latency-p99", type=float, default=2.0)
     parser.add_argument("--error-rate", type=float, default=0.02)
@@ -631,7 +657,7 @@ def main(argv: list[str] | None = None) -> None:
         work = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="arcticqa-faults-")))
         work.mkdir(parents=True, exist_ok=True)
         figures = run_faults(work, scale=args.scale, restart_at=args.restart_at, kill_at=args.kill_at,
-                             options=options, client_timeout_s=args.client_timeout)
+                             options=options, client_timeout_s=args.client_timeout, outage_s=args.outage)
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2, default=str), encoding="utf-8")
 
