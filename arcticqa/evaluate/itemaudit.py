@@ -1,7 +1,9 @@
 """``evaluate items``: what the models' answers say about the *items* (an item audit).
 
-Reads ArcticAbstain responses (a published ``responses.csv``/``.jsonl`` or our store) and the
-release's ``items.jsonl``, and gives per item and condition:
+Reads multiple-choice responses with an abstain option (a published ArcticAbstain
+``responses.csv``/``.jsonl``, or our store's ArcticAbstain or Abstain-QA responses mapped by
+:mod:`arcticqa.evaluate.itemsources`) and the release's ``items.jsonl``, and gives per item and
+condition:
 
 - classical statistics: difficulty (answer present: share of answered responses choosing the
   key; answer absent: share abstaining, the correct action), abstention share, the corrected
@@ -10,7 +12,7 @@ release's ``items.jsonl``, and gives per item and condition:
   2PL slope ``a`` and difficulty ``b`` given them, with 95% bootstrap intervals (models and, within
   a model, trials drawn with replacement);
 - suspect flags, each a stable rule id (``items.*``, below) with a reason naming the models,
-  option and counts.
+  option and counts, and a ranking by the moved-key probability (:mod:`arcticqa.evaluate.keycheck`).
 
 Every option is identified by its text against the items file (``key``, ``distractor k`` for rank
 k - 1, ``abstain``), so re-scoring the same responses against another key file is a matter of
