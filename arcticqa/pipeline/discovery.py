@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
+
+from sqlmodel import col, select
 
 from arcticqa.sources import RawRecord
 from arcticqa.store import Store
+from arcticqa.store.db import read_session
 from arcticqa.store.tables import DiscoveryPage
 from arcticqa.store.tables import RawRecord as RawRecordRow
 
@@ -45,4 +49,19 @@ class StoreCheckpoint:
 
     def all_records(self) -> list[RawRecord]:
         """Every raw record ever discovered (all queries, all runs), in arrival order."""
-        return [RawRecord.model_validate(r.payload) for r in self.store.raw_records() if r.payload]
+        return list(self.iter_records())
+
+    def iter_records(self, chunk: int = 1_000) -> Iterator[RawRecord]:
+        """:meth:`all_records` read ``chunk`` rows at a time (one short read each, by id), so
+        what is held is a chunk, not every record."""
+        last = 0
+        while True:
+            with read_session(self.store.engine) as s:
+                rows = s.exec(select(RawRecordRow.id, RawRecordRow.payload).where(col(RawRecordRow.id) > last)
+                              .order_by(col(RawRecordRow.id)).limit(chunk)).all()
+            if not rows:
+                return
+            last = int(rows[-1][0] or 0)
+            for _, payload in rows:
+                if payload:
+                    yield RawRecord.model_validate(payload)

@@ -20,9 +20,9 @@ from arcticqa.stages import extract_text as extract_stage
 from arcticqa.stages import fetch_fulltext as fetch_stage
 from arcticqa.stages.construct import ConstructionOptions, construct_items
 from arcticqa.stages.discover import (
+    Deduplicator,
     DiscoveryOptions,
     checkpoint_key,
-    deduplicate,
     discover,
     load_queries,
     parse_source,
@@ -84,38 +84,57 @@ async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False) -
         queries = [q for q in unfinished if q]
         if not unfinished:  # discovery finished, its papers were not all added
             return _add_discovered(ctx, checkpoint, source, records_this_run=0, complete=True, failed=[])
-    result = await discover(queries, source=source, checkpoint=checkpoint, options=options)
-    return _add_discovered(ctx, checkpoint, source, records_this_run=len(result.records),
+    result = await discover(queries, source=source, checkpoint=checkpoint,
+                            options=options.model_copy(update={"keep_records": False}))
+    return _add_discovered(ctx, checkpoint, source, records_this_run=result.recorded,
                            complete=result.complete, failed=[o.query for o in result.failed])
 
 
 def _papers_missing(ctx: BuildContext, checkpoint: StoreCheckpoint) -> bool:
     """Whether a discovered record's paper is not in the store yet."""
     stored = set(ctx.store.paper_ids(include_duplicates=True))
-    return any(r.paper is not None and r.paper.paperId not in stored for r in checkpoint.all_records())
+    return any(r.paper is not None and r.paper.paperId not in stored for r in checkpoint.iter_records())
+
+
+#: papers added to the store in one transaction while discovery's records stream through
+_ADD_CHUNK = 2_000
 
 
 def _add_discovered(ctx: BuildContext, checkpoint: StoreCheckpoint, source: str, *, records_this_run: int,
                     complete: bool, failed: list[str]) -> dict[str, Any]:
-    """Dedupe every discovered record into papers and add the ones not stored yet (idempotent)."""
-    dedup = deduplicate(checkpoint.all_records())
-    duplicate_of = {d.record.paper_id: d.duplicate_of for d in dedup.duplicates
-                    if d.record.paper_id and d.record.paper_id != d.duplicate_of}
-    new: list[tuple[PaperRecord, dict[str, Any]]] = []
-    for raw in [*dedup.kept, *(d.record for d in dedup.duplicates)]:
-        if raw.paper is None:
+    """Dedupe every discovered record into papers and add the ones not stored yet (idempotent).
+
+    Two passes over the stored records, a chunk at a time: the first decides duplicates and
+    families holding only keys (:class:`Deduplicator`), the second adds the papers not stored
+    yet, ``_ADD_CHUNK`` a transaction. So memory depends on the chunk, not on the records."""
+    dedup = Deduplicator()
+    duplicate_of: dict[str, str] = {}
+    for raw in checkpoint.iter_records():
+        match = dedup.add(raw)
+        if match and raw.paper_id and raw.paper_id != match[0]:
+            duplicate_of[raw.paper_id] = match[0]
+    family_of = dedup.families()
+    stored = set(ctx.store.paper_ids(include_duplicates=True))
+    added = 0
+    chunk: list[tuple[PaperRecord, dict[str, Any]]] = []
+    for raw in checkpoint.iter_records():
+        if raw.paper is None or raw.paper.paperId in stored:
             continue
         paper = raw.paper
+        pid = paper.paperId
+        stored.add(pid)  # a later record of the same paper is a duplicate of this one: the first is added
         local = resolve_local_pdf(raw)
         if local is not None:
             paper = paper.model_copy(update={"localPdf": str(local)})
-        pid = paper.paperId
-        new.append((paper, {"family_id": dedup.family_of.get(pid), "duplicate_of": duplicate_of.get(pid),
-                            "source": raw.origin}))
-    added = ctx.store.add_papers(new)
+        chunk.append((paper, {"family_id": family_of.get(pid), "duplicate_of": duplicate_of.get(pid),
+                              "source": raw.origin}))
+        if len(chunk) >= _ADD_CHUNK:
+            added += ctx.store.add_papers(chunk)
+            chunk = []
+    added += ctx.store.add_papers(chunk) if chunk else 0
     return {"source": source, "complete": complete, "records_this_run": records_this_run,
-            "failed_queries": failed, "kept": len(dedup.kept),
-            "duplicates": len(dedup.duplicates), "invalid": len(dedup.invalid), "new_papers": added}
+            "failed_queries": failed, "kept": dedup.kept,
+            "duplicates": dedup.duplicates, "invalid": dedup.invalid, "new_papers": added}
 
 
 # -- prefilter ----------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ __all__ = [
     "checkpoint_key",
     "Duplicate",
     "DedupResult",
+    "Deduplicator",
     "deduplicate",
     "normalise_title",
     "is_preprint",
@@ -179,6 +180,9 @@ class DiscoveryOptions(BaseModel):
     base_dir: Path | None = None  # where relative source paths resolve (default: cwd, then repo)
     #: stop after this many pages in this call (None: no limit) — for batching and tests
     max_pages: int | None = Field(None, ge=1)
+    #: keep this call's records in :attr:`DiscoveryResult.records`; a caller whose checkpoint
+    #: stores them (the build) says False, so discovery holds one page at a time
+    keep_records: bool = True
 
     @classmethod
     def from_settings(cls, settings: DiscoverySettings, **more: Any) -> DiscoveryOptions:
@@ -288,7 +292,7 @@ class QueryOutcome(BaseModel):
 class DiscoveryResult(BaseModel):
     source: str
     outcomes: list[QueryOutcome]
-    records: list[RawRecord]  # recorded in this call only; earlier pages are in the checkpoint
+    records: list[RawRecord]  # recorded in this call only (if ``keep_records``); earlier pages are in the checkpoint
     requests: int = 0  # HTTP attempts, retries included (0 for file sources)
 
     @property
@@ -298,6 +302,11 @@ class DiscoveryResult(BaseModel):
     @property
     def failed(self) -> list[QueryOutcome]:
         return [o for o in self.outcomes if o.status == "failed"]
+
+    @property
+    def recorded(self) -> int:
+        """Records recorded in this call, invalid ones included (kept in :attr:`records` or not)."""
+        return sum(o.records + o.invalid for o in self.outcomes)
 
 
 def _now() -> datetime:
@@ -345,7 +354,8 @@ def _discover_file(spec: SourceSpec, checkpoint: DiscoveryCheckpoint, options: D
         fetched_at = page.records[0].fetched_at if page.records else clock()
         checkpoint.record_page(key, page.page, page.token_in, page.token_out, page.records, fetched_at)
         _count(outcome, page)
-        recorded.extend(page.records)
+        if options.keep_records:
+            recorded.extend(page.records)
         if page.token_out is not None and options.max_pages is not None \
                 and outcome.pages >= options.max_pages:
             outcome.status = "paused"
@@ -410,7 +420,8 @@ async def _discover_s2(queries: list[str], spec: SourceSpec, checkpoint: Discove
             checkpoint.record_page(key, page_no, token, bulk.token, records, fetched_at)
             _count(outcome, page)
             outcome.total = bulk.total if bulk.total is not None else outcome.total
-            recorded.extend(records)
+            if options.keep_records:
+                recorded.extend(records)
             if pages_left is not None:
                 pages_left -= 1
             if bulk.token is None:
@@ -495,6 +506,63 @@ def _title_year_key(paper: PaperRecord) -> str | None:
     return f"{title}|{paper.year}|{'preprint' if is_preprint(paper) else 'version'}"
 
 
+@dataclass(frozen=True)
+class _FamilyKey:
+    """What family grouping reads of a kept paper (so a streaming dedup holds this, not the record)."""
+
+    paperId: str  # noqa: N815 - the S2 field name, as :func:`_nearest` reads it from a PaperRecord too
+    title: str  # normalised
+    year: int | None
+    preprint: bool
+
+
+class Deduplicator:
+    """:func:`deduplicate` one record at a time, holding only keys: paper ids, DOIs, title keys and
+    what family grouping needs of each kept paper, never the records (discovery streams ~85,000
+    of them from the store)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, str] = {}
+        self.by_doi: dict[str, str] = {}
+        self.by_title_year: dict[str, str] = {}
+        self._kept: list[_FamilyKey] = []
+        self.kept = self.duplicates = self.invalid = 0
+
+    def add(self, record: RawRecord) -> tuple[str, Literal["paper_id", "doi", "title_year"]] | None:
+        """Take the next record in arrival order: the kept paper id it duplicates and on what it
+        matched, or None (kept, or invalid: ``record.paper`` is None)."""
+        paper = record.paper
+        if paper is None:
+            self.invalid += 1
+            return None
+        doi, ty = paper.doi, _title_year_key(paper)
+        match: tuple[str, Literal["paper_id", "doi", "title_year"]] | None = None
+        if paper.paperId in self.by_id:
+            match = (self.by_id[paper.paperId], "paper_id")
+        elif doi and doi in self.by_doi:
+            match = (self.by_doi[doi], "doi")
+        elif ty and ty in self.by_title_year:
+            match = (self.by_title_year[ty], "title_year")
+        owner = match[0] if match else paper.paperId
+        self.by_id.setdefault(paper.paperId, owner)
+        if doi:
+            self.by_doi.setdefault(doi, owner)
+        if ty:
+            self.by_title_year.setdefault(ty, owner)
+        if match:
+            self.duplicates += 1
+        else:
+            self.kept += 1
+            title = normalise_title(paper.title)
+            self._kept.append(_FamilyKey(paper.paperId, title if len(title) >= _MIN_TITLE_KEY_CHARS else "",
+                                         paper.year, is_preprint(paper) if title else False))
+        return match
+
+    def families(self) -> dict[str, str]:
+        """Kept paper id → family id, once every record is added."""
+        return _families(self._kept)
+
+
 def deduplicate(records: list[RawRecord]) -> DedupResult:
     """Collapse raw records to papers, then group preprint/published pairs into families.
 
@@ -504,54 +572,36 @@ def deduplicate(records: list[RawRecord]) -> DedupResult:
     at the kept record, so matching is transitive. Families are formed among kept papers with
     the same normalised title where at least one is a preprint: each preprint joins the
     non-preprint with the nearest year (within 4 years), preprints without such a partner share
-    one family; every other paper is its own family.
+    one family; every other paper is its own family. (:class:`Deduplicator` does the same one
+    record at a time.)
     """
     kept: list[RawRecord] = []
     duplicates: list[Duplicate] = []
     invalid: list[RawRecord] = []
-    by_id: dict[str, str] = {}
-    by_doi: dict[str, str] = {}
-    by_title_year: dict[str, str] = {}
+    dedup = Deduplicator()
     for record in records:
-        paper = record.paper
-        if paper is None:
+        match = dedup.add(record)
+        if record.paper is None:
             invalid.append(record)
-            continue
-        doi, ty = paper.doi, _title_year_key(paper)
-        match: tuple[str, Literal["paper_id", "doi", "title_year"]] | None = None
-        if paper.paperId in by_id:
-            match = (by_id[paper.paperId], "paper_id")
-        elif doi and doi in by_doi:
-            match = (by_doi[doi], "doi")
-        elif ty and ty in by_title_year:
-            match = (by_title_year[ty], "title_year")
-        owner = match[0] if match else paper.paperId
-        by_id.setdefault(paper.paperId, owner)
-        if doi:
-            by_doi.setdefault(doi, owner)
-        if ty:
-            by_title_year.setdefault(ty, owner)
-        if match:
+        elif match:
             duplicates.append(Duplicate(record=record, duplicate_of=match[0], matched_on=match[1]))
         else:
             kept.append(record)
-    return DedupResult(kept=kept, duplicates=duplicates, invalid=invalid,
-                       family_of=_families([r.paper for r in kept if r.paper is not None]))
+    return DedupResult(kept=kept, duplicates=duplicates, invalid=invalid, family_of=dedup.families())
 
 
-def _families(papers: list[PaperRecord]) -> dict[str, str]:
+def _families(papers: list[_FamilyKey]) -> dict[str, str]:
     family_of = {p.paperId: family_id_for(p.paperId) for p in papers}
-    by_title: dict[str, list[PaperRecord]] = {}
+    by_title: dict[str, list[_FamilyKey]] = {}
     for paper in papers:
-        title = normalise_title(paper.title)
-        if len(title) >= _MIN_TITLE_KEY_CHARS:
-            by_title.setdefault(title, []).append(paper)
+        if paper.title:
+            by_title.setdefault(paper.title, []).append(paper)
     for group in by_title.values():
-        preprints = [p for p in group if is_preprint(p)]
+        preprints = [p for p in group if p.preprint]
         if not preprints or len(group) < 2:
             continue
-        published = [p for p in group if not is_preprint(p)]
-        orphans: list[PaperRecord] = []
+        published = [p for p in group if not p.preprint]
+        orphans: list[_FamilyKey] = []
         for pre in preprints:
             partner = _nearest(pre, published)
             if partner is None:
@@ -565,8 +615,8 @@ def _families(papers: list[PaperRecord]) -> dict[str, str]:
     return family_of
 
 
-def _nearest(preprint: PaperRecord, published: list[PaperRecord]) -> PaperRecord | None:
-    best: tuple[int, str, PaperRecord] | None = None
+def _nearest(preprint: _FamilyKey, published: list[_FamilyKey]) -> _FamilyKey | None:
+    best: tuple[int, str, _FamilyKey] | None = None
     for pub in published:
         if preprint.year is not None and pub.year is not None:
             gap = abs(pub.year - preprint.year)
