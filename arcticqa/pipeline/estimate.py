@@ -19,10 +19,11 @@ measured on the sample corpus (``data/estimate/sample-corpus.json``; :func:`meas
 
 Wall time is discovery (S2 pages ÷ rate; discovery ends before the first stage starts) plus the
 largest of, per model config, tokens ÷ TPM, requests ÷ RPM, and calls × latency ÷ concurrency plus
-one paper's chain of calls (construct's calls for a paper run one after the other). A store that
-has built (a pilot) adds what it measured: the client timeout the slowest paper waits when calls
-time out, and its stages' time before construct per discovered paper, which overlaps the model
-stages (the longer of the two counts).
+the slowest eligible paper's chain of calls (construct's calls for a paper run one after the
+other). A store that has built (a pilot) adds what it measured: the spread of a call's latency
+(the slowest chain), the client timeout the slowest paper waits when calls time out, and its
+stages' time before construct per discovered paper, which overlaps the model stages (the longer
+of the two counts).
 """
 
 from __future__ import annotations
