@@ -115,10 +115,12 @@ def _run_again(store: Any, method: Callable[..., Any], first: DBAPIError, args: 
     window = float(getattr(store, "reconnect_s", 0.0))
     url = store.engine.url.render_as_string(hide_password=True)
     gave_up = getattr(store, "_gave_up_at", None)
-    # once a wait ran out, the store is down: the calls on the way out (closing open attempts,
-    # stopping the worker) fail at once instead of waiting a window each
-    if window <= 0 or (gave_up is not None and time.monotonic() - gave_up < window):
+    if window <= 0:
         raise StoreError(f"the store at {url} is unreachable: {_reason(first)}") from first
+    if gave_up is not None and time.monotonic() - gave_up[0] < window:
+        # once a wait ran out, the store is down: the calls on the way out (closing open attempts,
+        # stopping the worker) fail at once, with the same line, instead of waiting a window each
+        raise StoreError(gave_up[1]) from first
     started = time.monotonic()
     token = _retrying.set(True)
     try:
@@ -135,9 +137,10 @@ def _run_again(store: Any, method: Callable[..., Any], first: DBAPIError, args: 
     except DBAPIError as exc:
         if not is_disconnect(exc):
             raise
-        store._gave_up_at = time.monotonic()
-        raise StoreError(f"the store at {url} did not answer for {time.monotonic() - started:.0f} s "
-                         f"(store.busy_timeout_s): {_reason(exc)}") from exc
+        message = (f"the store at {url} did not answer for {time.monotonic() - started:.0f} s "
+                   f"(store.busy_timeout_s): {_reason(exc)}")
+        store._gave_up_at = (time.monotonic(), message)
+        raise StoreError(message) from exc
     finally:
         _retrying.reset(token)
     raise StoreError(f"the store at {url} is unreachable: {_reason(first)}")  # not reached: Retrying returns or raises

@@ -91,7 +91,8 @@ class Store(PaperArchive, RunLog, ModelLedger):
         #: how long a store method waits for a database server that went away (arcticqa.store.db.reconnecting);
         #: SQLite's own wait for the write lock is the same setting
         self.reconnect_s = busy_timeout_s
-        self._gave_up_at: float | None = None
+        #: when (monotonic s) and with what line a wait for the server last ran out
+        self._gave_up_at: tuple[float, str] | None = None
         if migrate:
             self.migrate()
 
