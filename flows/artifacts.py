@@ -63,12 +63,19 @@ class StageProgress:
                                                                   description=self._description(stage))
 
     async def advance(self, report: BatchReport) -> None:
-        """Move ``report.stage``'s artifact on by the papers the batch dealt with."""
-        done = self.done[report.stage]
-        done.update(pid for pid, status in report.statuses.items() if status not in _NOT_DONE)
-        share = 100.0 * len(done) / self.total if self.total else 100.0
-        await aupdate_progress_artifact(self.ids[report.stage], min(share, 100.0),
-                                        description=self._description(report.stage))
+        """Move ``report.stage``'s artifact on by the papers the batch dealt with, and the later
+        stages' by the papers it did not pass (they never reach those stages: dealt with)."""
+        dealt = {pid for pid, status in report.statuses.items() if status not in _NOT_DONE}
+        stopped = dealt - set(report.passed)
+        at = self.stages.index(report.stage)
+        for stage in self.stages[at:]:
+            done = self.done[stage]
+            before = len(done)
+            done.update(dealt if stage == report.stage else stopped)
+            if stage == report.stage or len(done) > before:
+                share = 100.0 * len(done) / self.total if self.total else 100.0
+                await aupdate_progress_artifact(self.ids[stage], min(share, 100.0),
+                                                description=self._description(stage))
 
     def _description(self, stage: str) -> str:
         return f"{stage}: {len(self.done[stage])} of {self.total} papers"

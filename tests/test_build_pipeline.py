@@ -290,3 +290,47 @@ def test_resume_finishes_an_interrupted_discovery_and_starts_no_new_one(tmp_path
         assert summary["stages"]["construct"] == {"succeeded": 3}
         again = build_in_process(config, resume=True)
         assert again["discovered"] is None  # nothing unfinished: resume starts no discovery
+
+
+def test_stage_batches_hold_the_papers_the_stage_before_passed_and_stages_overlap(tmp_path: Path) -> None:
+    from arcticqa.pipeline.build import run_build
+    from arcticqa.pipeline.runner import BatchReport, StageSpec, open_build_context, run_stage_batch
+
+    corpus = make_corpus(tmp_path / "corpus", n=6)
+    # most discovered papers stop at the prefilter (no Arctic keyword), as they do at scale
+    with corpus.open("a", encoding="utf-8") as out:
+        for i in range(12):
+            out.write(json.dumps({"paperId": f"grass{i:02d}", "title": f"Soil respiration in grazed grassland {i}",
+                                  "abstract": "We measured soil respiration in temperate grassland plots.",
+                                  "year": 2020, "publicationTypes": ["JournalArticle"]}) + "\n")
+    batches: list[tuple[str, list[str], BatchReport, float, float]] = []
+    with FakeOpenAIServer(ScriptedModel()) as srv:
+        settings = load_settings(write_config(tmp_path, base_url=srv.base_url, corpus=corpus))
+
+        async def build() -> Any:
+            async with open_build_context(settings) as ctx:
+                async def run_batch(spec: StageSpec, ids: list[str]) -> BatchReport:
+                    started = time.monotonic()
+                    report = await run_stage_batch(ctx, spec, ids)
+                    batches.append((spec.name, ids, report, started, time.monotonic()))
+                    return report
+                return await run_build(ctx, run_batch)
+
+        summary = asyncio.run(build())
+    order = ["prefilter", "fetch_fulltext", "extract_text", "eligibility", "construct"]
+    passed: dict[str, set[str]] = {stage: set() for stage in order}
+    for stage, ids, report, _, _ in batches:
+        assert len(ids) <= settings.build.batch_size
+        passed[stage] |= set(report.passed)
+        before = order[order.index(stage) - 1] if stage != "prefilter" else None
+        if before is not None:  # a batch holds only papers the stage before passed
+            assert set(ids) <= passed[before], (stage, ids)
+    assert len(passed["prefilter"]) == 6 and len(passed["construct"]) == 6
+    # a paper that did not reach a stage counts as blocked there, as the stage would have found it
+    assert summary.stages["prefilter"] == {"succeeded": 6, "rejected": 12}
+    assert summary.stages["fetch_fulltext"] == {"succeeded": 6, "blocked": 12}
+    assert summary.stages["construct"] == {"succeeded": 6, "blocked": 12}
+    # stages overlap: construction starts before the last PDF is extracted
+    first_construct = min(t0 for stage, _, _, t0, _ in batches if stage == "construct")
+    last_extract = max(t1 for stage, _, _, _, t1 in batches if stage == "extract_text")
+    assert first_construct < last_extract

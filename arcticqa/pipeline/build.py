@@ -1,7 +1,8 @@
 """The build: one engine and one entry point.
 
 A build is :func:`run_build` over an open :class:`BuildContext`: discovery, then every stage
-over every paper in batches, each batch handed to ``run_batch``. ``run_batch`` is the one seam
+over the papers the stage before passed, in batches, the stages side by side, each batch handed
+to ``run_batch``. ``run_batch`` is the one seam
 an orchestrator needs: here it is the stage runner on the context (:func:`run_stage_batch`);
 in the ``build-arcticqa`` Prefect flow (``flows/build_arcticqa.py``) it submits the batch as a
 Prefect task, which runs the same :func:`run_stage_batch`. Either way the store is the durable
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import multiprocessing
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -183,36 +186,49 @@ def batches(ids: Sequence[str], size: int) -> list[list[str]]:
 
 #: outcomes a later re-check pass may change (another worker held the paper or its upstream)
 _RECHECK = ("claimed_elsewhere", "blocked")
+#: how long papers that passed a stage wait for more to join them while that stage is busy (a
+#: batch a Prefect task: fewer, fuller batches); they start at once when the stage has nothing in
+#: flight, when they fill a batch, or when they are as many as the stage's papers in flight, so
+#: while papers arrive fast the batches grow instead of waiting
+_LINGER_S = 1.0
+
+
+@dataclass
+class _Lane:
+    """One stage's queue in a pass: the papers the stage before passed, waiting for a batch."""
+
+    spec: StageSpec
+    pending: list[str] = field(default_factory=list)
+    since: float = 0.0  # when the oldest pending paper arrived
+    in_flight: int = 0  # papers of this stage's running batches
+    batches: int = 0
+    upstream_done: bool = False
+
+    def finished(self) -> bool:
+        return self.upstream_done and not self.pending and not self.in_flight
 
 
 async def run_build(ctx: BuildContext, run_batch: RunBatch, *, resume: bool = False,
                     parallelism: int = 1) -> BuildSummary:
     """Discovery (``resume``: only what a stopped build left unfinished), then every stage over
-    every paper, ``run_batch`` running each batch; then re-check the papers other workers held
-    until none are.
+    the papers the stage before passed, ``run_batch`` running each batch; then re-check the
+    papers other workers held until none are.
 
-    ``parallelism`` batches of a stage run at once (1 in-process; the number of Dask workers
-    with the DaskTaskRunner). Summary counts give each paper's final outcome per stage, so a
-    paper first ``claimed_elsewhere`` and later found done by the other worker is counted once,
-    as ``skipped``.
+    Stages overlap (:func:`_pass`): a stage's batch is cut from the papers the stage before has
+    passed so far, so eligible papers reach the model stages while later PDFs still extract.
+    ``parallelism`` scales the papers one stage has in batches at once (``batch_size`` each: 1
+    in-process; the number of Dask workers with the DaskTaskRunner). Summary counts give each
+    paper's final outcome per stage (a paper that did not reach a stage is ``blocked`` there, as
+    the stage would have found it), so a paper first ``claimed_elsewhere`` and later found done by
+    the other worker is counted once, as ``skipped``.
     """
     summary = BuildSummary(run_id=ctx.run_id)
     summary.discovered = await discover_papers(ctx, only_unfinished=resume)
     outcome: dict[str, dict[str, str]] = {spec.name: {} for spec in BUILD_STAGES}  # stage → paper → status
-    step = max(parallelism, 1)
     papers: Sequence[str] = ctx.store.paper_ids()
     while papers:
         held: set[str] = set()
-        for spec in BUILD_STAGES:
-            numbered = list(enumerate(batches(papers, ctx.settings.build.batch_size)))
-            for start in range(0, len(numbered), step):
-                window = numbered[start:start + step]
-                reports = await asyncio.gather(*(run_batch(spec, ids) for _, ids in window))
-                _tally(ctx, spec, window, reports, summary, outcome, held)
-                if ctx.stopped:  # the run's budget cap: stop cleanly, finished work is kept
-                    break
-            if ctx.stopped:
-                break
+        await _pass(ctx, run_batch, papers, max(parallelism, 1), summary, outcome, held)
         # Another worker holds these papers (or held them and died). Waiting here means a worker
         # that finishes first does not report an incomplete build, and a dead worker's papers are
         # taken over (its ``running`` attempts are no longer live).
@@ -228,33 +244,103 @@ async def run_build(ctx: BuildContext, run_batch: RunBatch, *, resume: bool = Fa
     return summary
 
 
-def _tally(ctx: BuildContext, spec: StageSpec, window: list[tuple[int, list[str]]], reports: Sequence[BatchReport],
-           summary: BuildSummary, outcome: dict[str, dict[str, str]], held: set[str]) -> None:
-    """Count a window of batches' outcomes into ``outcome`` and ``summary``, collect the papers
-    another worker held into ``held``, and stop the build when too many of a batch failed."""
+async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], parallelism: int,
+                summary: BuildSummary, outcome: dict[str, dict[str, str]], held: set[str]) -> None:
+    """Every stage over ``papers``, the stages side by side: each stage's batches hold only the
+    papers the stage before passed (most discovered papers stop at the prefilter), cut as soon
+    as a batch is full, the stage before has finished, the waiting papers are as many as the
+    stage has in flight (none, at first), or the oldest has waited :data:`_LINGER_S`. A stage
+    has at most ``batch_size × parallelism`` papers in batches at once, so what a build holds
+    depends on the batch size, not on the number of papers. With the Batch API (``build.batch``) a batch is cut only full or
+    at the end of the stage before, so each provider job holds a whole batch."""
+    size = ctx.settings.build.batch_size
+    room = size * parallelism
+    eager = not ctx.settings.build.batch
+    lanes = [_Lane(spec) for spec in BUILD_STAGES]
+    lanes[0].pending, lanes[0].upstream_done = list(papers), True
+    running: dict[asyncio.Task[BatchReport], tuple[int, int, list[str]]] = {}
+    recent: dict[str, deque[bool]] = {spec.name: deque(maxlen=size) for spec in BUILD_STAGES}
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            now = loop.time()
+            wake: float | None = None
+            for i, lane in enumerate(lanes):
+                while lane.pending and lane.in_flight < room and not ctx.stopped:
+                    full = len(lane.pending) >= size
+                    ripe = eager and (len(lane.pending) >= lane.in_flight or now - lane.since >= _LINGER_S)
+                    if not (full or lane.upstream_done or ripe):
+                        if eager:
+                            wake = min(wake or math.inf, lane.since + _LINGER_S)
+                        break
+                    ids = lane.pending[:min(size, room - lane.in_flight)]
+                    del lane.pending[:len(ids)]
+                    lane.since = now
+                    lane.in_flight += len(ids)
+                    task = asyncio.ensure_future(run_batch(lane.spec, ids))
+                    running[task] = (i, lane.batches, ids)
+                    lane.batches += 1
+            if not running:
+                break
+            done, _ = await asyncio.wait(running, timeout=None if wake is None else max(wake - loop.time(), 0.0),
+                                         return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                i, batch_no, ids = running.pop(task)
+                lane = lanes[i]
+                report = task.result()
+                lane.in_flight -= len(ids)
+                _tally(ctx, lane.spec, batch_no, ids, report, summary, outcome, held, recent[lane.spec.name])
+                if i + 1 < len(lanes) and report.passed:
+                    after = lanes[i + 1]
+                    if not after.pending:
+                        after.since = loop.time()
+                    after.pending.extend(report.passed)
+            for i in range(1, len(lanes)):
+                lanes[i].upstream_done = lanes[i - 1].finished()
+    finally:
+        for task in running:  # an error or the failure threshold ends the pass: stop what still runs
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+    if ctx.stopped:
+        return
+    for spec in BUILD_STAGES[1:]:  # not reached: its stage before did not pass it
+        seen = outcome[spec.name]
+        for pid in papers:
+            if pid not in seen:
+                seen[pid] = "blocked"
+
+
+def _tally(ctx: BuildContext, spec: StageSpec, batch_no: int, ids: list[str], report: BatchReport,
+           summary: BuildSummary, outcome: dict[str, dict[str, str]], held: set[str], recent: deque[bool]) -> None:
+    """Count a batch's outcomes into ``outcome`` and ``summary``, collect the papers another worker
+    held into ``held``, and stop the build when too many of the stage's last ``batch_size``
+    attempts failed (batches are cut as papers arrive, so one may hold a single paper)."""
     threshold = ctx.settings.build.failure_threshold
     seen = outcome[spec.name]
-    for (batch_no, ids), report in zip(window, reports, strict=True):
-        if report.stopped and not ctx.stopped:
-            ctx.stopped = report.stopped  # a task in another process hit the budget cap
-        for pid in ids:
-            status = report.statuses.get(pid)
-            if status is None:
-                continue
-            if pid not in seen or seen[pid] in _RECHECK:
-                seen[pid] = status
-            if status == "claimed_elsewhere":
-                held.add(pid)
-        if report.errors:
-            summary.errors.setdefault(spec.name, {}).update(report.errors)
-        if ctx.stopped:
-            return
-        # a paper that hit its own budget cap is a policy outcome, not a systemic failure
-        capped = sum(1 for e in report.errors.values() if e.startswith("BudgetExceeded"))
-        failed = report.counts["failed"] - capped
-        if report.attempted >= 2 and failed / report.attempted > threshold:
-            summary.stages[spec.name] = dict(Counter(seen.values()))
-            raise FailureThresholdExceeded(
-                f"stage {spec.name}: {failed} of {report.attempted} papers in batch "
-                f"{batch_no} failed (threshold {threshold:.0%}); first error: "
-                f"{next(iter(report.errors.values()), '?')}")
+    if report.stopped and not ctx.stopped:
+        ctx.stopped = report.stopped  # a task in another process hit the budget cap
+    for pid in ids:
+        status = report.statuses.get(pid)
+        if status is None:
+            continue
+        if pid not in seen or seen[pid] in _RECHECK:
+            seen[pid] = status
+        if status == "claimed_elsewhere":
+            held.add(pid)
+        if status in ("succeeded", "rejected"):
+            recent.append(False)
+        elif status == "failed":
+            # a paper that hit its own budget cap is a policy outcome, not a systemic failure
+            recent.append(not report.errors.get(pid, "").startswith("BudgetExceeded"))
+    if report.errors:
+        summary.errors.setdefault(spec.name, {}).update(report.errors)
+    if ctx.stopped:
+        return
+    failed = sum(recent)
+    if len(recent) >= 2 and failed / len(recent) > threshold:
+        summary.stages[spec.name] = dict(Counter(seen.values()))
+        first = next((report.errors[p] for p in ids if p in report.errors), next(iter(report.errors.values()), "?"))
+        raise FailureThresholdExceeded(
+            f"stage {spec.name}: {failed} of the last {len(recent)} papers failed, up to batch "
+            f"{batch_no} (threshold {threshold:.0%}); first error: {first}")

@@ -132,6 +132,10 @@ class StageSpec:
     run: StageFn
     inputs: InputsFn
     after: str | None  # the stage whose success this one needs
+    #: papers of a batch at once when fewer than ``paper_concurrency``: a stage that waits on
+    #: nothing but this process's CPU and the store gains nothing from more, and each paper it
+    #: runs at once delays the other stages' papers running beside it on the same event loop
+    concurrency: int | None = None
 
 
 @dataclass
@@ -141,6 +145,9 @@ class BatchReport:
     errors: dict[str, str] = field(default_factory=dict)
     #: paper id → this batch's outcome for it (the build re-checks ``claimed_elsewhere`` ones)
     statuses: dict[str, str] = field(default_factory=dict)
+    #: the papers whose newest attempt of this stage succeeded (run now or found done), in the
+    #: batch's order: the next stage's work
+    passed: list[str] = field(default_factory=list)
     stopped: str | None = None
 
     @property
@@ -288,10 +295,16 @@ def claimed_attempt() -> StageRun | None:
     return _claimed.get()
 
 
+#: what :func:`_run_one` returns for a paper found done whose newest attempt succeeded (counted as
+#: ``skipped``; the paper goes on to the next stage)
+_SKIPPED_PASSED = "skipped:succeeded"
+
+
 async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
     newest = ctx.store.latest_runs(paper_id, [spec.name] if spec.after is None else [spec.name, spec.after])
-    if _stage_done(ctx, spec.name, newest.get(spec.name)):  # read-only fast path: no write lock for done work
-        return "skipped"
+    own = newest.get(spec.name)
+    if _stage_done(ctx, spec.name, own):  # read-only fast path: no write lock for done work
+        return _SKIPPED_PASSED if own is not None and own.status == "succeeded" else "skipped"
     if spec.after is not None:
         upstream = newest.get(spec.after)
         if upstream is None or upstream.status != "succeeded":
@@ -304,7 +317,7 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
                                 run_id=ctx.run_id, worker_id=ctx.worker_id,
                                 done=lambda r: _stage_done(ctx, spec.name, r))
     if claim.status == "done":
-        return "skipped"
+        return _SKIPPED_PASSED if claim.run is not None and claim.run.status == "succeeded" else "skipped"
     if claim.status == "held" or claim.run is None:
         return "claimed_elsewhere"
     run = claim.run
@@ -350,11 +363,17 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
     report = BatchReport(stage=spec.name)
     # In batch mode every paper of the batch goes at once: their requests wait together in
     # the provider's job, so bounding papers would only split one job into several.
-    limit = asyncio.Semaphore((len(paper_ids) or 1) if ctx.settings.build.batch else ctx.settings.build.paper_concurrency)
+    at_once = (len(paper_ids) or 1) if ctx.settings.build.batch else ctx.settings.build.paper_concurrency
+    limit = asyncio.Semaphore(min(at_once, spec.concurrency or at_once))
+
+    passed: set[str] = set()
 
     async def one(pid: str) -> None:
         async with limit:
             status = await _run_one(ctx, spec, pid)
+        if status in ("succeeded", _SKIPPED_PASSED):
+            passed.add(pid)
+            status = "skipped" if status == _SKIPPED_PASSED else status
         report.counts[status] += 1
         report.statuses[pid] = status
         if status == "failed":
@@ -363,6 +382,7 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
                 report.errors[pid] = f"{latest.error_class}: {latest.error_message}"
 
     await asyncio.gather(*(one(pid) for pid in paper_ids))
+    report.passed = [pid for pid in paper_ids if pid in passed]
     report.stopped = ctx.stopped
     return report
 

@@ -270,7 +270,9 @@ async def _construct(ctx: BuildContext, pid: str) -> StageResult:
 
 
 BUILD_STAGES: list[StageSpec] = [
-    StageSpec("prefilter", _prefilter, _prefilter_inputs, after=None),
+    # the metadata policy and the store only: a few papers at once keep the model stages beside it
+    # answered promptly (most discovered papers pass through here alone)
+    StageSpec("prefilter", _prefilter, _prefilter_inputs, after=None, concurrency=4),
     StageSpec("fetch_fulltext", _fetch, _fetch_inputs, after="prefilter"),
     StageSpec("extract_text", _extract, _extract_inputs, after="fetch_fulltext"),
     StageSpec("eligibility", _eligibility, _eligibility_inputs, after="extract_text"),
