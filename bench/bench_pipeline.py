@@ -182,6 +182,9 @@ class _TimedBuild:
     the model calls it sent are counted."""
 
     count_calls: bool = True
+    #: run one batch at a time (the build runs stages side by side), so the process's CPU, store
+    #: and GC time while a batch runs is its stage's alone: the overhead figures
+    alone: bool = False
     timings: dict[str, StageTiming] = field(default_factory=lambda: defaultdict(StageTiming))
     calls: dict[str, tuple[int, int]] = field(default_factory=dict)  # role → (sent, failed)
     #: (outcomes, transactions) of the attempts' group commit
@@ -197,12 +200,10 @@ class _TimedBuild:
             collector = _GCTimer()
             discovery: list[float] = [time.perf_counter(), time.process_time()]
 
-            # the build runs stages side by side; one batch at a time here, so the process's CPU,
-            # store and GC time while a batch runs is that batch's stage's alone
-            alone = asyncio.Lock()
+            one_at_a_time = asyncio.Lock() if self.alone else contextlib.nullcontext()
 
             async def run_batch(spec: StageSpec, ids: list[str]) -> BatchReport:
-                async with alone:
+                async with one_at_a_time:
                     return await timed_batch(spec, ids)
 
             async def timed_batch(spec: StageSpec, ids: list[str]) -> BatchReport:
@@ -248,10 +249,11 @@ def _sent_calls(store: Any) -> dict[str, tuple[int, int]]:
         return {str(role): (int(n), int(failed or 0)) for role, n, failed in conn.execute(query)}
 
 
-def _local_build(config: Path, *, count_calls: bool = True) -> tuple[dict[str, StageTiming], dict[str, Any]]:
+def _local_build(config: Path, *, count_calls: bool = True, alone: bool = False
+                 ) -> tuple[dict[str, StageTiming], dict[str, Any]]:
     from arcticqa.config import load_settings
 
-    timed = _TimedBuild(count_calls=count_calls)
+    timed = _TimedBuild(count_calls=count_calls, alone=alone)
     summary = asyncio.run(timed.run(load_settings(config)))
     calls = timed.calls
     extra = {"summary": summary.model_dump(mode="json"), "http_calls": sum(n for n, _ in calls.values()),
@@ -260,13 +262,13 @@ def _local_build(config: Path, *, count_calls: bool = True) -> tuple[dict[str, S
     return dict(timed.timings), extra
 
 
-def run_local(work: Path, corpus: Path, base_url: str, args: argparse.Namespace
+def run_local(work: Path, corpus: Path, base_url: str, args: argparse.Namespace, *, alone: bool = False
               ) -> tuple[float, dict[str, StageTiming], dict[str, Any]]:
     config = write_config(work, base_url=base_url, corpus=corpus, batch_size=args.batch_size,
                           paper_concurrency=args.paper_concurrency, max_concurrency=args.model_concurrency,
                           extra_model=args.extra_model)
     started = time.perf_counter()
-    timings, extra = _local_build(config)
+    timings, extra = _local_build(config, alone=alone)
     return time.perf_counter() - started, timings, extra
 
 
@@ -615,7 +617,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{args.model_concurrency}")
         if args.mode in ("overhead", "both"):
             with _server(args.overhead_latency, None) as (base_url, _):
-                wall, timings, extra = run_local(tmp / "overhead", corpus, base_url, args)
+                wall, timings, extra = run_local(tmp / "overhead", corpus, base_url, args, alone=True)
                 _report_overhead(args.papers, wall, timings, extra, None, args.overhead_latency)
                 if args.prefect:
                     # the baseline of Prefect's share: the first build above also paid this
