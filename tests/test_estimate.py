@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from arcticqa.cli import app
 from arcticqa.config import ROLES, load_settings
+from arcticqa.demo.run import SAMPLE_CORPUS
 from arcticqa.llm.gateway import CallRecord
 from arcticqa.pipeline.estimate import (
     DEFAULT_PROFILE,
@@ -174,3 +175,14 @@ def test_build_stops_above_the_budget_and_yes_starts_it(tmp_path: Path) -> None:
         started = runner.invoke(app, ["build", "-c", str(config), "--orchestrator", "local", "--yes"])
         assert started.exit_code == 0, started.output
         assert srv.requests
+
+
+def test_an_offline_build_under_a_budget_is_not_stopped(tmp_path: Path) -> None:
+    # the offline roles cost nothing, so the estimate never holds the demo's route back
+    config = tmp_path / "offline.toml"
+    config.write_text(f'[store]\nurl = "sqlite:///{tmp_path / "a.db"}"\n\n[build]\ndata_dir = "{tmp_path / "data"}"\n'
+                      f'source = "snapshot:{SAMPLE_CORPUS}"\nbudget_usd = 0.0\n', encoding="utf-8")
+    result = runner.invoke(app, ["build", "-c", str(config), "--orchestrator", "local"])
+    assert result.exit_code == 0, result.output
+    assert "estimate:" in result.stdout and "$0.00" in result.stdout
+
