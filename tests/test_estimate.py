@@ -185,4 +185,14 @@ def test_an_offline_build_under_a_budget_is_not_stopped(tmp_path: Path) -> None:
     result = runner.invoke(app, ["build", "-c", str(config), "--orchestrator", "local"])
     assert result.exit_code == 0, result.output
     assert "estimate:" in result.stdout and "$0.00" in result.stdout
+    # the table is measured from such a store: the offline roles report no usage, so tokens are
+    # counted from the stored requests and answers (characters / 4)
+    out = tmp_path / "profile.json"
+    written = runner.invoke(app, ["estimate", "-c", str(config), "--profile-out", str(out)])
+    assert written.exit_code == 0, written.output
+    table = load_profile(out)
+    writer = table.roles["finding_extractor"]
+    assert writer.answered > 0 and writer.tokens_in > 0 and writer.tokens_out > 0
+    assert table.document_tokens > 0 and table.settings["eligible"] == writer.units
+    assert runner.invoke(app, ["estimate", "-c", str(config), "--profile-out", str(out)]).exit_code == 2  # no overwrite
 
