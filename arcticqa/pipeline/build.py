@@ -261,12 +261,14 @@ async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], p
     running: dict[asyncio.Task[BatchReport], tuple[int, int, list[str]]] = {}
     recent: dict[str, deque[bool]] = {spec.name: deque(maxlen=size) for spec in BUILD_STAGES}
     loop = asyncio.get_running_loop()
+    # too many failures stop new batches; those running finish (and are counted) before it is raised
+    failure: FailureThresholdExceeded | None = None
     try:
         while True:
             now = loop.time()
             wake: float | None = None
             for i, lane in enumerate(lanes):
-                while lane.pending and lane.in_flight < room and not ctx.stopped:
+                while lane.pending and lane.in_flight < room and not ctx.stopped and failure is None:
                     full = len(lane.pending) >= size
                     ripe = eager and (len(lane.pending) >= lane.in_flight or now - lane.since >= _LINGER_S)
                     if not (full or lane.upstream_done or ripe):
@@ -289,7 +291,11 @@ async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], p
                 lane = lanes[i]
                 report = task.result()
                 lane.in_flight -= len(ids)
-                _tally(ctx, lane.spec, batch_no, ids, report, summary, outcome, held, recent[lane.spec.name])
+                try:
+                    _tally(ctx, lane.spec, batch_no, ids, report, summary, outcome, held, recent[lane.spec.name],
+                           check=failure is None)
+                except FailureThresholdExceeded as exc:
+                    failure = exc
                 if i + 1 < len(lanes) and report.passed:
                     after = lanes[i + 1]
                     if not after.pending:
@@ -298,10 +304,12 @@ async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], p
             for i in range(1, len(lanes)):
                 lanes[i].upstream_done = lanes[i - 1].finished()
     finally:
-        for task in running:  # an error or the failure threshold ends the pass: stop what still runs
+        for task in running:  # an error (or Ctrl-C) ends the pass: stop what still runs
             task.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+    if failure is not None:
+        raise failure
     if ctx.stopped:
         return
     for spec in BUILD_STAGES[1:]:  # not reached: its stage before did not pass it
@@ -312,7 +320,8 @@ async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], p
 
 
 def _tally(ctx: BuildContext, spec: StageSpec, batch_no: int, ids: list[str], report: BatchReport,
-           summary: BuildSummary, outcome: dict[str, dict[str, str]], held: set[str], recent: deque[bool]) -> None:
+           summary: BuildSummary, outcome: dict[str, dict[str, str]], held: set[str], recent: deque[bool], *,
+           check: bool = True) -> None:
     """Count a batch's outcomes into ``outcome`` and ``summary``, collect the papers another worker
     held into ``held``, and stop the build when too many of the stage's last ``batch_size``
     attempts failed (batches are cut as papers arrive, so one may hold a single paper)."""
@@ -335,7 +344,7 @@ def _tally(ctx: BuildContext, spec: StageSpec, batch_no: int, ids: list[str], re
             recent.append(not report.errors.get(pid, "").startswith("BudgetExceeded"))
     if report.errors:
         summary.errors.setdefault(spec.name, {}).update(report.errors)
-    if ctx.stopped:
+    if ctx.stopped or not check:
         return
     failed = sum(recent)
     if len(recent) >= 2 and failed / len(recent) > threshold:
