@@ -92,6 +92,19 @@ def test_the_arithmetic_on_a_hand_computed_case(tmp_path: Path) -> None:
     assert est.calls.low == pytest.approx(1000 * wilson(100, 1000).low * wilson(25, 50).low * per_paper_low)
 
 
+def test_roles_through_the_batch_api_are_priced_at_its_factor_and_not_timed(tmp_path: Path) -> None:
+    settings = load_settings(_config(tmp_path, extra="batch = true\nbatch_roles = [\"finding_extractor\"]"))
+    funnel = Funnel(source="hand", discovered=1000, fulltext=100, screened=50, eligible=25)
+    profiles = {r: (RoleProfile(calls=0, units=10), "hand") for r in ROLES}
+    profiles["finding_extractor"] = (RoleProfile(calls=10, units=10, answered=10, tokens_in=10_000,
+                                                 tokens_in_sq=10 * 1000**2), "hand")
+    est = estimate(settings, papers=1000, funnel=funnel, profiles=profiles, latency_s=2.0, s2_queries=None,
+                   s2_rate=None)
+    # 50,000 tokens in at 0.40 a million, half price
+    assert est.cost_usd.mid == pytest.approx(0.01) == est.cost_batch_usd.mid
+    assert est.wall_s.mid == 0.0 and any("Batch API" in a for a in est.assumptions)
+
+
 def test_wilson_interval_and_the_reference_funnel() -> None:
     share = wilson(159, 276)
     assert share.mid == pytest.approx(159 / 276) and 0.51 < share.low < share.mid < share.high < 0.64

@@ -455,15 +455,15 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
         else:
             per = profile.calls_per_unit()
         calls = per * (fulltext if role == "site_extractor" else eligible)
-        if role in CONSTRUCT_ROLES:
-            chain = chain + per
         name = settings.roles[role]
         cfg = settings.models[name]
+        batched = settings.build.batch and cfg.provider == "openai" and role in settings.build.batch_roles
+        if role in CONSTRUCT_ROLES and not batched:
+            chain = chain + per
         per_in = profile.per_call_in() + shift.get(role, 0.0)
         per_in = Range(max(0.0, per_in.low), max(0.0, per_in.mid), max(0.0, per_in.high))
         t_in, t_out = calls * per_in, calls * profile.per_call_out()
         cost = (t_in * cfg.price_in_per_mtok + t_out * cfg.price_out_per_mtok) / 1e6
-        batched = settings.build.batch and cfg.provider == "openai" and role in settings.build.batch_roles
         batch_cost = cost * (cfg.batch_price_factor if cfg.provider == "openai" else 1.0)
         roles.append(RoleEstimate(role=role, model=name, calls=calls, tokens_in=t_in, tokens_out=t_out,
                                   cost_usd=batch_cost if batched else cost, cost_batch_usd=batch_cost,
@@ -472,7 +472,8 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
     walls: list[ModelWall] = []
     for name in sorted({r.model for r in roles}):
         cfg = settings.models[name]
-        mine = [r for r in roles if r.model == name]
+        # a batched role waits for its job, not for the limits: its calls are priced, not timed
+        mine = [r for r in roles if r.model == name and not r.batched]
         requests = sum((r.calls * (1 + retry[r.role]) for r in mine), Range.point(0.0))
         tokens = sum((r.tokens_in + r.tokens_out for r in mine), Range.point(0.0))
         calls = sum((r.calls for r in mine), Range.point(0.0))
@@ -518,6 +519,10 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
     if local_s.mid:
         assumptions.append(f"{local_s_per_paper * 1000:.1f} ms of local stages per discovered paper before "
                            f"construct ({local_s.mid:,.0f} s)")
+    via_batch = sorted({r.role for r in roles if r.batched})
+    if via_batch:
+        assumptions.append(f"{', '.join(via_batch)} through the Batch API: answered within its completion window, "
+                           "which the wall time leaves out")
     if timeout_share:
         assumptions.append(f"{timeout_share:.2%} of calls time out, so the slowest paper may wait a client timeout")
     return Estimate(papers=papers, funnel=funnel, fulltext=fulltext, eligible=eligible, roles=roles, models=walls,
