@@ -1,4 +1,4 @@
-"""A rehearsal of the reference's build at scale, against stand-ins that enforce real limits (issue 39).
+"""A rehearsal of the reference's build at scale, against stand-ins that enforce real limits.
 
 The reference built ArcticQA from ~85,000 discovered records and ~4,400 full texts. This bench
 runs that funnel at ``--scale F`` (1.0 = the reference's; ``--quick`` = 0.02):

@@ -1,4 +1,4 @@
-"""bench.bench_scale, the rehearsal at scale (issue 39), at a tiny scale: the whole funnel runs
+"""bench.bench_scale, the rehearsal at scale, at a tiny scale: the whole funnel runs
 against the limited stand-ins and the figures add up (no call lost or sent twice)."""
 
 from __future__ import annotations
