@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import glob
 import hashlib
 import json
@@ -46,12 +45,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from bench.bench_scale import PAGE_SIZE, PDF_BASE, Funnel, make_corpus
+from bench.bench_scale import PAGE_SIZE, Funnel, make_corpus, serve_corpus
 
 __all__ = ["PostgresServer", "postgres_unavailable", "FaultRun", "run_faults", "compare_releases", "main"]
 
@@ -178,22 +176,13 @@ class StandIns:
     s2_rate: float = 5.0
 
 
-class _QuietFiles(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass
-
-
 def _serve(corpus: Path, options: StandIns, conn: Connection) -> None:
     from arcticqa.standins.limits import LimitedResponder, ProviderLimits
     from arcticqa.standins.s2 import S2StandIn
     from arcticqa.standins.scripted import ScriptedModel
     from arcticqa.standins.server import FakeOpenAIServer
 
-    files = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietFiles, directory=str(corpus / "pdf")))
-    files.daemon_threads = True
-    threading.Thread(target=files.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    pdf_base = f"http://127.0.0.1:{files.server_address[1]}"
-    by_query = json.loads((corpus / "records.json").read_text(encoding="utf-8").replace(PDF_BASE, pdf_base))
+    files, by_query = serve_corpus(corpus)
     limits = ProviderLimits(latency_median_s=options.latency_median_s, latency_p99_s=options.latency_p99_s,
                             latency_cap_s=options.hang_s / 2, error_rate=options.error_rate,
                             timeout_rate=options.timeout_rate, hang_s=options.hang_s, seed=options.seed)

@@ -231,17 +231,23 @@ class _QuietFiles(SimpleHTTPRequestHandler):
         pass
 
 
+def serve_corpus(corpus: Path) -> tuple[ThreadingHTTPServer, dict[str, Any]]:
+    """Serve the corpus's PDFs on a loopback port (a thread of this process) and return the server
+    and the S2 records by query, their PDF links pointing at it."""
+    files = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietFiles, directory=str(corpus / "pdf")))
+    files.daemon_threads = True
+    threading.Thread(target=files.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    pdf_base = f"http://127.0.0.1:{files.server_address[1]}"
+    return files, json.loads((corpus / "records.json").read_text(encoding="utf-8").replace(PDF_BASE, pdf_base))
+
+
 def _serve(corpus: Path, options: StandInOptions, conn: Connection) -> None:
     from arcticqa.standins.limits import LimitedResponder, ProviderLimits
     from arcticqa.standins.s2 import S2StandIn
     from arcticqa.standins.scripted import ScriptedModel
     from arcticqa.standins.server import FakeOpenAIServer
 
-    files = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietFiles, directory=str(corpus / "pdf")))
-    files.daemon_threads = True
-    threading.Thread(target=files.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    pdf_base = f"http://127.0.0.1:{files.server_address[1]}"
-    by_query = json.loads((corpus / "records.json").read_text(encoding="utf-8").replace(PDF_BASE, pdf_base))
+    files, by_query = serve_corpus(corpus)
     limits = ProviderLimits(requests_per_minute=options.rpm, tokens_per_minute=options.tpm,
                             charge=options.charge,  # type: ignore[arg-type]
                             latency_median_s=options.latency_median_s, latency_p99_s=options.latency_p99_s,
