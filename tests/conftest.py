@@ -16,6 +16,7 @@ The suite's environment is set here, before anything imports Prefect or loads se
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,11 @@ os.environ.update(SUITE_ENV)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     _home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
     os.environ["PREFECT_HOME"] = str(_home / "xdist" / os.environ["PYTEST_XDIST_WORKER"])
+# A shell without job control starts `make test &` with SIGINT ignored, and an ignored signal stays
+# ignored across exec: the processes the tests interrupt with SIGINT (a build, the stand-in, the
+# extraction pool) would not hear it. A handler (unlike SIG_IGN) is reset to the default on exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # Prefect logs "Stopping temporary server" at exit, after pytest has closed its capture streams
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
