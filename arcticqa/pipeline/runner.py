@@ -300,48 +300,49 @@ def claimed_attempt() -> StageRun | None:
 _SKIPPED_PASSED = "skipped:succeeded"
 
 
-async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str) -> str:
-    newest = ctx.store.latest_runs(paper_id, [spec.name] if spec.after is None else [spec.name, spec.after])
-    own = newest.get(spec.name)
-    if _stage_done(ctx, spec.name, own):  # read-only fast path: no write lock for done work
-        return _SKIPPED_PASSED if own is not None and own.status == "succeeded" else "skipped"
-    if spec.after is not None:
-        upstream = newest.get(spec.after)
-        if upstream is None or upstream.status != "succeeded":
-            # another worker is (or was, if it died) mid-way through the upstream stage: the
-            # build's re-check pass comes back to this paper
-            return "claimed_elsewhere" if upstream is not None and upstream.status == "running" else "blocked"
-    if ctx.stopped:
-        return "not_started"
-    claim = ctx.store.claim_run(paper_id, spec.name, "", input_hash=input_hash(spec.inputs(ctx, paper_id)),
-                                run_id=ctx.run_id, worker_id=ctx.worker_id,
-                                done=lambda r: _stage_done(ctx, spec.name, r))
-    if claim.status == "done":
-        return _SKIPPED_PASSED if claim.run is not None and claim.run.status == "succeeded" else "skipped"
-    if claim.status == "held" or claim.run is None:
-        return "claimed_elsewhere"
-    run = claim.run
-    claimed = _claimed.set(run)
-    try:
-        with paper_scope(paper_id):  # model calls inside are charged to this paper's budget
-            result = await spec.run(ctx, paper_id)
-    except ClaimedElsewhere as exc:
-        await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
-        return "claimed_elsewhere"
-    except BudgetExceeded as exc:
-        if _budget_scope(exc) == "run":  # a paper's own cap fails that paper only
-            ctx.stopped = str(exc)
-        await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
-        return "failed"
-    except Exception as exc:  # noqa: BLE001 - a paper's failure is recorded, never raised through the flow
-        await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
-        return "failed"
-    finally:
-        _claimed.reset(claimed)
-    await _write_outcome(ctx, ClosedAttempt(run=run, status=result.status, output=result.output,
-                                            rejections=result.rejections, evidence=result.evidence,
-                                            document=result.document, prompt_version=result.prompt_version))
-    return result.status
+async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str, limit: asyncio.Semaphore) -> str:
+    async with limit:
+        newest = ctx.store.latest_runs(paper_id, [spec.name] if spec.after is None else [spec.name, spec.after])
+        own = newest.get(spec.name)
+        if _stage_done(ctx, spec.name, own):  # read-only fast path: no write lock for done work
+            return _SKIPPED_PASSED if own is not None and own.status == "succeeded" else "skipped"
+        if spec.after is not None:
+            upstream = newest.get(spec.after)
+            if upstream is None or upstream.status != "succeeded":
+                # another worker is (or was, if it died) mid-way through the upstream stage: the
+                # build's re-check pass comes back to this paper
+                return "claimed_elsewhere" if upstream is not None and upstream.status == "running" else "blocked"
+        if ctx.stopped:
+            return "not_started"
+        claim = ctx.store.claim_run(paper_id, spec.name, "", input_hash=input_hash(spec.inputs(ctx, paper_id)),
+                                    run_id=ctx.run_id, worker_id=ctx.worker_id,
+                                    done=lambda r: _stage_done(ctx, spec.name, r))
+        if claim.status == "done":
+            return _SKIPPED_PASSED if claim.run is not None and claim.run.status == "succeeded" else "skipped"
+        if claim.status == "held" or claim.run is None:
+            return "claimed_elsewhere"
+        run = claim.run
+        claimed = _claimed.set(run)
+        try:
+            with paper_scope(paper_id):  # model calls inside are charged to this paper's budget
+                result = await spec.run(ctx, paper_id)
+        except ClaimedElsewhere as exc:
+            await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
+            return "claimed_elsewhere"
+        except BudgetExceeded as exc:
+            if _budget_scope(exc) == "run":  # a paper's own cap fails that paper only
+                ctx.stopped = str(exc)
+            await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
+            return "failed"
+        except Exception as exc:  # noqa: BLE001 - a paper's failure is recorded, never raised through the flow
+            await _write_outcome(ctx, ClosedAttempt(run=run, status="failed", error=exc))
+            return "failed"
+        finally:
+            _claimed.reset(claimed)
+        await _write_outcome(ctx, ClosedAttempt(run=run, status=result.status, output=result.output,
+                                                rejections=result.rejections, evidence=result.evidence,
+                                                document=result.document, prompt_version=result.prompt_version))
+        return result.status
 
 
 async def _write_outcome(ctx: BuildContext, outcome: FinishedStep | ClosedAttempt) -> None:
@@ -366,13 +367,10 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
     at_once = (len(paper_ids) or 1) if ctx.settings.build.batch else ctx.settings.build.paper_concurrency
     limit = asyncio.Semaphore(min(at_once, spec.concurrency or at_once))
 
-    passed: set[str] = set()
-
-    async def one(pid: str) -> None:
-        async with limit:
-            status = await _run_one(ctx, spec, pid)
+    statuses = await asyncio.gather(*(_run_one(ctx, spec, pid, limit) for pid in paper_ids))
+    for pid, status in zip(paper_ids, statuses, strict=True):
         if status in ("succeeded", _SKIPPED_PASSED):
-            passed.add(pid)
+            report.passed.append(pid)
             status = "skipped" if status == _SKIPPED_PASSED else status
         report.counts[status] += 1
         report.statuses[pid] = status
@@ -380,9 +378,6 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
             latest = ctx.store.latest_run(pid, spec.name)
             if latest is not None:
                 report.errors[pid] = f"{latest.error_class}: {latest.error_message}"
-
-    await asyncio.gather(*(one(pid) for pid in paper_ids))
-    report.passed = [pid for pid in paper_ids if pid in passed]
     report.stopped = ctx.stopped
     return report
 
