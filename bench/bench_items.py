@@ -49,6 +49,9 @@ def study(draws: int, k: int, seed: int) -> None:
     hard = (present0 == 0).sum((0, 2)) < 0.2 * answered0
     names = ("naive", "suspect_score")
     overall: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    # every swapped item against the untouched items that are hard and against the others: the hard
+    # ones look like moved keys to any score that reads answers, and some may well be
+    against: dict[str, dict[bool, list[float]]] = {name: {True: [], False: []} for name in names}
     by_origin: dict[str, dict[bool, list[float]]] = {name: {True: [], False: []} for name in names}
     for _ in range(draws):
         swapped = rng.choice(n, size=k, replace=False)
@@ -73,6 +76,9 @@ def study(draws: int, k: int, seed: int) -> None:
         score = np.array([audit.scores[it.item_id] for it in items])
         for name, s in zip(names, (naive, score), strict=True):
             overall[name].append((_auroc(s, y), _recall_at(s, y, 0.10)))
+            for group in (True, False):
+                keep = (y == 1) | (hard == group)
+                against[name][group].append(_auroc(s[keep], y[keep]))
             negatives = s[y == 0]
             for i in swapped:  # each swapped item's share of untouched items it outranks
                 beaten = float((s[i] > negatives).mean() + 0.5 * (s[i] == negatives).mean())
@@ -82,7 +88,9 @@ def study(draws: int, k: int, seed: int) -> None:
         arr = np.array(overall[name])
         print(f"  {name:13s} AUROC {arr[:, 0].mean():.3f} (sd {arr[:, 0].std():.3f}), recall at 10% flagged "
               f"{arr[:, 1].mean():.3f}; AUROC of swaps on the {int(hard.sum())} items under 20% correct "
-              f"{np.mean(by_origin[name][True]):.3f}, on the others {np.mean(by_origin[name][False]):.3f}")
+              f"{np.mean(by_origin[name][True]):.3f}, on the others {np.mean(by_origin[name][False]):.3f}; "
+              f"AUROC against the untouched hard items {np.mean(against[name][True]):.3f}, against the other "
+              f"untouched items {np.mean(against[name][False]):.3f}")
     gain = np.array(overall["suspect_score"])[:, 0] - np.array(overall["naive"])[:, 0]
     print(f"  suspect_score - naive, paired by draw: AUROC {gain.mean():+.3f} (sd {gain.std():.3f}), higher in "
           f"{int((gain > 0).sum())} of {draws} draws, lower in {int((gain < 0).sum())}")

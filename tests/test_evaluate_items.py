@@ -159,3 +159,25 @@ def test_without_bootstrap_refits_reasons_quote_no_interval() -> None:
     with_refits = audit_items(choices_from_rows(_scripted(items, swapped="it-07"), items, source="scripted"),
                               resamples=30)
     assert all("95%" in s.reason for s in with_refits.suspects if s.rule_id == "items.low_discrimination")
+
+
+def test_figure_labels_one_cluster_once() -> None:
+    from arcticqa.evaluate.itemaudit import _label_groups
+
+    # eleven suspects on one spot (every model right), two neighbours, one alone
+    points = [(1.0, 1.1 + 0.01 * k, f"id{k:02d}") for k in range(11)]
+    points += [(0.0, 0.80, "aaaaaa"), (0.02, 0.72, "bbbbbb"), (0.45, -0.46, "cccccc")]
+    labels = sorted(text for _x, _y, text in _label_groups(points))
+    assert labels == ["11 suspects", "aaaaaa, bbbbbb", "cccccc"]
+    # a point that bridges two groups joins them into one
+    bridged = _label_groups([(0.0, 0.0, "a"), (0.1, 0.0, "b"), (0.05, 0.0, "c")])
+    assert [text for _x, _y, text in bridged] == ["3 suspects"]
+
+
+
+def test_intervals_and_csv_never_print_negative_zero() -> None:
+    from arcticqa.evaluate.itemaudit import _interval, _num
+
+    # a bootstrap bound of -0.001 printed "-0.00" beside an estimate of "+0.00"
+    assert _interval((-0.001, 0.5)) == " (95% +0.00 to +0.50)"
+    assert _num(-1e-9) == "0.000000" and _num(-0.25) == "-0.250000"

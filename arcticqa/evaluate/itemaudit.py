@@ -430,7 +430,7 @@ def _names(data: ChoiceData, models: Sequence[int]) -> str:
 
 def _interval(ci: tuple[float, float]) -> str:
     """`` (95% lo to hi)``, or nothing when there were no bootstrap refits."""
-    return "" if any(math.isnan(v) for v in ci) else f" (95% {ci[0]:+.2f} to {ci[1]:+.2f})"
+    return "" if any(math.isnan(v) for v in ci) else f" (95% {ci[0]:+z.2f} to {ci[1]:+z.2f})"
 
 
 def _flags(data: ChoiceData, fits: Mapping[str, TwoPL], stats: Sequence[ItemStats], moved: Float | None
@@ -445,7 +445,7 @@ def _flags(data: ChoiceData, fits: Mapping[str, TwoPL], stats: Sequence[ItemStat
         if (scored >= MIN_SCORED and present.discrimination is not None and present.discrimination <= LOW_R
                 and present.irt_a <= LOW_A):
             out.append(Suspect(item.item_id, R_LOW_DISCRIMINATION.id, "answer_present",
-                               f"corrected item-total r = {present.discrimination:+.2f}, 2PL a = {present.irt_a:+.2f}"
+                               f"corrected item-total r = {present.discrimination:+z.2f}, 2PL a = {present.irt_a:+z.2f}"
                                f"{_interval(present.irt_a_ci)}; key chosen in {present.key_chosen} of {scored} "
                                "answered responses"))
         ch = data.choices["answer_present"][:, i, :]
@@ -498,7 +498,7 @@ def _pct(value: float | None) -> str:
 
 
 def _num(value: float | None) -> str:
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.6f}"
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:z.6f}"
 
 
 def item_texts(audit: ItemAudit) -> dict[str, str]:
@@ -550,8 +550,8 @@ def _markdown(audit: ItemAudit, ordered: Sequence[Suspect]) -> str:
     lines += ["", "## Models", "", "| model | Rasch ability (present) | share correct (present, answered) | "
               "Rasch ability (absent) | share abstaining (absent) |", "|---|---:|---:|---:|---:|"]
     for j, m in enumerate(audit.models):
-        lines.append(f"| {md_text(audit.labels.get(m, m))} | {audit.fits['answer_present'].theta[j]:+.2f} | "
-                     f"{_pct(audit.model_scores['answer_present'][j])} | {audit.fits['answer_absent'].theta[j]:+.2f} | "
+        lines.append(f"| {md_text(audit.labels.get(m, m))} | {audit.fits['answer_present'].theta[j]:+z.2f} | "
+                     f"{_pct(audit.model_scores['answer_present'][j])} | {audit.fits['answer_absent'].theta[j]:+z.2f} | "
                      f"{_pct(audit.model_scores['answer_absent'][j])} |")
     lines += ["", "## Suspects", ""]
     if not ordered:
@@ -567,6 +567,21 @@ def _markdown(audit: ItemAudit, ordered: Sequence[Suspect]) -> str:
     lines += ["", "Statistics and rules: docs/evaluation.md, \"Item audit\". `item-stats.csv` holds every item "
               "and condition; `suspects.csv` one row per flag; `item-models.csv` the models' abilities.", ""]
     return "\n".join(lines)
+
+
+def _label_groups(points: Sequence[tuple[float, float, str]], dx: float = 0.05, dy: float = 0.15
+                  ) -> list[tuple[float, float, str]]:
+    """One label per cluster of suspects: items that share a spot on the map (every model right, none
+    abstaining, ...) would print their ids on top of each other, so a cluster of three or more is
+    labelled with its count; the ids are in ``suspects.csv``."""
+    groups: list[list[tuple[float, float, str]]] = []
+    for point in sorted(points):
+        # single linkage: a point near any member joins, and the groups it bridges become one
+        near = [g for g in groups if any(abs(q[0] - point[0]) <= dx and abs(q[1] - point[1]) <= dy for q in g)]
+        merged = [point] + [q for g in near for q in g]
+        groups = [g for g in groups if g not in near] + [merged]
+    return [(max(p[0] for p in g), max(p[1] for p in g),
+             ", ".join(p[2] for p in sorted(g)) if len(g) < 3 else f"{len(g)} suspects") for g in groups]
 
 
 def item_figure(audit: ItemAudit, png: Path, svg: Path) -> None:
@@ -597,9 +612,8 @@ def item_figure(audit: ItemAudit, png: Path, svg: Path) -> None:
             ax.scatter(x, y, s=size, color=colour, label=f"{label} ({len(pick)})", zorder=3,
                        marker="D" if group else "o")
             if group:
-                for st in pick:
-                    ax.annotate(st.item_id[-6:], (st.difficulty or 0.0, st.irt_a), fontsize=6, xytext=(3, 3),
-                                textcoords="offset points", color=colour)
+                for gx, gy, text in _label_groups([(st.difficulty or 0.0, st.irt_a, st.item_id[-6:]) for st in pick]):
+                    ax.annotate(text, (gx, gy), fontsize=6, xytext=(3, 3), textcoords="offset points", color=colour)
         ax.axhline(0.0, color="0.6", linewidth=0.8, zorder=0)
         ax.set_xlim(-0.03, 1.03)
         ax.set_xlabel(title, fontsize=8)
