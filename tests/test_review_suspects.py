@@ -132,6 +132,9 @@ def test_html_report_without_suspects_has_no_suspect_section_and_escapes_rule_id
     plain = render_html(build_report(plan, plan_assignments(store.engine, "main"),
                                      plan_verdicts(store.engine, "main"), items))
     assert 'id="suspects"' not in plain and "item audit" not in plain
+    # no item reviewed twice: no reviewers to name, so no empty "()" after the count
+    agreement = re.search(r'<p id="agreement">(.*?)</p>', plain, re.S)
+    assert agreement is not None and agreement.group(1).startswith("0 doubly reviewed item(s):")
     outside = sorted({i.key for i in items if i.population == "accepted"}
                      - {a.item_key for a in plan_assignments(store.engine, "main")})[0]
     plan = _plan(store, 3, {outside: [{"rule": "items.<b>odd</b>", "reason": "r"}]})
