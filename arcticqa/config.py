@@ -319,6 +319,13 @@ class EstimateSettings(_Section):
     #: seconds one model call takes on average (transport only, retries excluded) when the store
     #: has no answered calls to measure it from
     latency_s: float = Field(2.0, gt=0)
+    #: the 99th percentile of one call's latency, seconds, while the store has none measured: with
+    #: ``latency_s`` it gives the spread of a lognormal latency, which makes the slowest paper's
+    #: chain of calls longer than the mean chain; None: every call takes ``latency_s``
+    latency_p99_s: float | None = Field(None, gt=0)
+    #: the share of calls left unanswered until the client's ``timeout_s`` (then asked again), while
+    #: the store has none measured: the slowest paper waits a timeout when one of its calls does
+    timeout_share: float = Field(0.0, ge=0, le=1)
     #: mean extracted text of the papers the build will read, in tokens (characters / 4; measure a
     #: few with ``arcticqa extract-text``); None: as long as those the per-role figures came from
     document_tokens: float | None = Field(None, gt=0)

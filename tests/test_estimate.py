@@ -16,11 +16,16 @@ from arcticqa.demo.run import SAMPLE_CORPUS
 from arcticqa.llm.gateway import CallRecord
 from arcticqa.pipeline.estimate import (
     DEFAULT_PROFILE,
+    DOCUMENT_ROLES,
     REFERENCE_FUNNEL,
     Funnel,
     RoleProfile,
     estimate,
+    estimate_for_settings,
     load_profile,
+    lognormal_sd,
+    measure_profile,
+    structure_tokens,
     wilson,
 )
 from arcticqa.standins.scripted import ScriptedModel
@@ -209,3 +214,66 @@ def test_an_offline_build_under_a_budget_is_not_stopped(tmp_path: Path) -> None:
     assert table.document_tokens > 0 and table.settings["eligible"] == writer.units
     assert runner.invoke(app, ["estimate", "-c", str(config), "--profile-out", str(out)]).exit_code == 2  # no overwrite
 
+
+
+def test_a_lognormal_through_a_mean_and_its_p99_has_that_spread() -> None:
+    """``lognormal_sd``: the lognormal with median 1.5 s and p99 8 s (the rehearsal's stand-in) has
+    mean 1.94 s; given that mean and p99 back, the spread is the distribution's own."""
+    sigma = math.log(8.0 / 1.5) / 2.3263478740408408
+    mean = 1.5 * math.exp(sigma * sigma / 2)
+    assert lognormal_sd(mean, 8.0) == pytest.approx(mean * math.sqrt(math.expm1(sigma * sigma)), rel=1e-9)
+    assert lognormal_sd(2.0, 2.0) == lognormal_sd(2.0, 1.0) == 0.0
+
+
+def test_before_any_build_the_stated_latency_tail_and_timeouts_lengthen_the_wall_time(tmp_path: Path) -> None:
+    """Without a store, ``estimate.latency_p99_s`` makes the slowest paper's chain longer than the
+    mean one, and ``estimate.timeout_share`` makes it wait the client's timeout."""
+    def walls(extra: str) -> tuple[float, float]:
+        settings = load_settings(_config(tmp_path, f"[estimate]\nlatency_s = 2.0\n{extra}\n"))
+        est = estimate_for_settings(settings, papers=20_000)[0]
+        return est.models[0].by_latency.mid, est.wall_s.mid
+
+    plain, tail, timeouts = walls(""), walls("latency_p99_s = 10.0"), walls("timeout_share = 0.01")
+    assert plain[0] < tail[0]  # the slowest chain (the requests ÷ RPM term binds this config's wall)
+    settings = load_settings(_config(tmp_path))
+    assert 0 < timeouts[1] - plain[1] <= settings.models["m"].timeout_s
+
+
+def test_the_tables_prompts_get_the_reply_schema_an_endpoint_is_sent(tmp_path: Path) -> None:
+    """The table was measured on the offline roles, whose requests carry no reply schema: for a
+    role on an OpenAI-compatible endpoint each call's input grows by the schema's tokens (json
+    mode: instructor's instruction in the system message), and an offline role's does not."""
+    settings = load_settings(_config(tmp_path))
+    est, _ = estimate_for_settings(settings, papers=20_000)
+    table = load_profile(DEFAULT_PROFILE)
+    for r in est.roles:
+        profile = table.roles[r.role]
+        if not profile.calls or r.role in DOCUMENT_ROLES:
+            continue
+        per_call = r.tokens_in.mid / r.calls.mid
+        assert per_call == pytest.approx(profile.per_call_in().mid + structure_tokens(r.role, "json"))
+        assert structure_tokens(r.role, "json") > 100
+    offline = load_settings(_config(tmp_path).parent / "arcticqa.toml",
+                            models={"m": {"provider": "offline"}})
+    est_off, _ = estimate_for_settings(offline, papers=20_000)
+    verifier = next(r for r in est_off.roles if r.role == "verifier")
+    assert verifier.tokens_in.mid / verifier.calls.mid == pytest.approx(table.roles["verifier"].per_call_in().mid)
+
+
+def test_a_failed_attempt_is_not_counted_as_an_answer(tmp_path: Path) -> None:
+    """A 429 or a timed-out attempt is stored with its parsed output as JSON null, no tokens and the
+    time it took to fail: the per-call tokens and the latency are the answered attempts' alone."""
+    config = _config(tmp_path)
+    _store_with_history(tmp_path, config, eligible=10, calls=25)
+    store = Store(load_settings(config).store.url)
+    try:
+        store.record_calls([CallRecord(role="finding_extractor", provider="openai", model="gpt-x",
+                                       prompt_version="v", request_hash=f"f{i}", attempt=1,
+                                       request={"messages": []}, parsed=None, latency_s=30.0,
+                                       error="APITimeoutError: Request timed out.") for i in range(5)])
+        profile = measure_profile(store, load_settings(config))
+    finally:
+        store.close()
+    role = profile.roles["finding_extractor"]
+    assert (role.calls, role.answered) == (30, 25)
+    assert role.per_call_in().mid == pytest.approx(1000) and role.latency_s / role.answered == pytest.approx(3.0)

@@ -9,7 +9,9 @@
 * **calls per paper, per role**: model calls (first attempts, cache hits excluded) per paper that
   reaches the role's stage (``site_extractor``: per full text at eligibility; the construct roles:
   per eligible paper), with their Poisson interval;
-* **tokens per call, per role**: mean input and output tokens with the 95% interval of the mean;
+* **tokens per call, per role**: mean input and output tokens with the 95% interval of the mean
+  (a table measured on the offline roles, whose requests carry no reply schema, gets the schema an
+  OpenAI-compatible request carries added to its input: :func:`structure_tokens`);
 * **the settings**: which model answers each role, its prices, its ``requests_per_minute``,
   ``tokens_per_minute`` and concurrency, the Batch API roles, the Semantic Scholar rate.
 
@@ -20,10 +22,11 @@ measured on the sample corpus (``data/estimate/sample-corpus.json``; :func:`meas
 Wall time is discovery (S2 pages ÷ rate; discovery ends before the first stage starts) plus the
 largest of, per model config, tokens ÷ TPM, requests ÷ RPM, and calls × latency ÷ concurrency plus
 the slowest eligible paper's chain of calls (construct's calls for a paper run one after the
-other). A store that has built (a pilot) adds what it measured: the spread of a call's latency
-(the slowest chain), the client timeout the slowest paper waits when calls time out, and its
-stages' time before construct per discovered paper, which overlaps the model stages (the longer
-of the two counts).
+other). The spread of a call's latency makes the slowest chain longer, and a call left unanswered
+makes its paper wait the client's timeout: a store that has built (a pilot) measured both, and
+its stages' time before construct per discovered paper, which overlaps the model stages (the
+longer of the two counts); before one, ``[estimate]`` states them (``latency_p99_s``: a lognormal
+through the mean and that percentile; ``timeout_share``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import OperationalError
 
@@ -59,6 +63,8 @@ __all__ = [
     "S2_PAGE",
     "estimate",
     "estimate_for_settings",
+    "lognormal_sd",
+    "structure_tokens",
     "funnel_of_store",
     "measure_profile",
     "measure_pace",
@@ -80,6 +86,8 @@ CONSTRUCT_ROLES = tuple(r for r in ROLES if r != "site_extractor")
 #: others see spans and the item, whose size does not)
 DOCUMENT_ROLES = ("finding_extractor",)
 _Z = 1.96
+#: the standard normal's 99th percentile
+_Z99 = 2.3263478740408408
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,41 @@ class Range:
     @staticmethod
     def maximum(*ranges: Range) -> Range:
         return Range(max(r.low for r in ranges), max(r.mid for r in ranges), max(r.high for r in ranges))
+
+
+def lognormal_sd(mean: float, p99: float) -> float:
+    """The standard deviation of a lognormal latency with this mean and 99th percentile (0 when
+    the percentile is not above the mean: no spread to speak of)."""
+    # mean = median·e^(σ²/2) and p99 = median·e^(z·σ): σ²/2 − z·σ + ln(p99/mean) = 0, the smaller root
+    ratio = math.log(p99 / mean) if mean > 0 and p99 > mean else 0.0
+    if ratio <= 0:
+        return 0.0
+    sigma = _Z99 - math.sqrt(max(0.0, _Z99 * _Z99 - 2 * ratio))
+    return mean * math.sqrt(math.expm1(sigma * sigma))
+
+
+def structure_tokens(role: str, mode: str, *, options_per_call: int = 1) -> float:
+    """Tokens an OpenAI-compatible request of ``role`` carries besides its prompt: the reply's
+    schema (instructor's instruction in ``json`` mode), which a provider counts on every call."""
+    # imported here: the provider loads instructor and openai, and the stages their gates, which an
+    # estimate with no role on an OpenAI-compatible endpoint never needs
+    from arcticqa.llm.providers.openai import structure_chars
+    from arcticqa.stages.distractors import DistractorWriterOutput
+    from arcticqa.stages.eligibility import SiteExtractorReply
+    from arcticqa.stages.findings import FindingExtractorOutput
+    from arcticqa.stages.option_check import OptionVerdict, OptionVerdicts
+    from arcticqa.stages.question import QuestionDraft
+    from arcticqa.stages.reconstruct import Reconstruction
+    from arcticqa.stages.verify import Verdict
+
+    replies: dict[str, type[BaseModel]] = {
+        "site_extractor": SiteExtractorReply, "finding_extractor": FindingExtractorOutput,
+        "question_writer": QuestionDraft, "reconstructor": Reconstruction, "verifier": Verdict,
+        "distractor_writer": DistractorWriterOutput,
+        # several options a call: one verdict each
+        "option_verifier": OptionVerdicts if options_per_call > 1 else OptionVerdict,
+    }
+    return structure_chars(mode, replies[role]) / CHARS_PER_TOKEN
 
 
 def wilson(successes: int, trials: int) -> Range:
@@ -242,15 +285,18 @@ _SUCCEEDED = text("SELECT stage, count(DISTINCT paper_id) FROM stage_run WHERE s
 _PAPERS = text("SELECT count(*) FROM paper WHERE duplicate_of IS NULL")
 _DOCUMENT = text(f"SELECT avg(length(text)) / {CHARS_PER_TOKEN} FROM document WHERE paper_id IN "
                  "(SELECT paper_id FROM stage_run WHERE stage = 'eligibility' AND subject = '' AND status = 'succeeded')")
+# answered: an attempt without an error (a failed one stores its parsed output as JSON null, not
+# SQL NULL, and its tokens and latency are a 429's or a timeout's, not an answer's)
+_ANSWERED = "error IS NULL AND parsed IS NOT NULL"
 _CALLS = text(
     "SELECT role, sum(CASE WHEN attempt = 1 THEN 1 ELSE 0 END), sum(CASE WHEN attempt > 1 THEN 1 ELSE 0 END), "
-    "sum(CASE WHEN parsed IS NOT NULL THEN 1 ELSE 0 END), "
-    "sum(CASE WHEN parsed IS NOT NULL THEN tokens_in ELSE 0 END), "
-    "sum(CASE WHEN parsed IS NOT NULL THEN 1.0 * tokens_in * tokens_in ELSE 0 END), "
-    "sum(CASE WHEN parsed IS NOT NULL THEN tokens_out ELSE 0 END), "
-    "sum(CASE WHEN parsed IS NOT NULL THEN 1.0 * tokens_out * tokens_out ELSE 0 END), "
-    "sum(CASE WHEN parsed IS NOT NULL THEN latency_s ELSE 0 END), "
-    "sum(CASE WHEN parsed IS NOT NULL THEN latency_s * latency_s ELSE 0 END) "
+    f"sum(CASE WHEN {_ANSWERED} THEN 1 ELSE 0 END), "
+    f"sum(CASE WHEN {_ANSWERED} THEN tokens_in ELSE 0 END), "
+    f"sum(CASE WHEN {_ANSWERED} THEN 1.0 * tokens_in * tokens_in ELSE 0 END), "
+    f"sum(CASE WHEN {_ANSWERED} THEN tokens_out ELSE 0 END), "
+    f"sum(CASE WHEN {_ANSWERED} THEN 1.0 * tokens_out * tokens_out ELSE 0 END), "
+    f"sum(CASE WHEN {_ANSWERED} THEN latency_s ELSE 0 END), "
+    f"sum(CASE WHEN {_ANSWERED} THEN latency_s * latency_s ELSE 0 END) "
     "FROM llm_call WHERE NOT cache_hit GROUP BY role")
 # A provider that reports no usage (the offline roles) leaves tokens at 0: count them as the
 # stand-ins and the client's pacing do, characters / 4 of the messages and of the answer (SQLite only)
@@ -259,7 +305,7 @@ _CHARS_BY_ROLE = text(
     f"SELECT c.role AS role, sum(length(json_extract(m.value, '$.content'))) / {CHARS_PER_TOKEN} AS i, "
     f"length(json(c.parsed)) / {CHARS_PER_TOKEN} AS o "
     "FROM llm_call c, json_each(c.request, '$.messages') m "
-    "WHERE NOT c.cache_hit AND c.parsed IS NOT NULL GROUP BY c.id) GROUP BY role")
+    "WHERE NOT c.cache_hit AND c.error IS NULL AND c.parsed IS NOT NULL GROUP BY c.id) GROUP BY role")
 
 
 def _url(store: Store) -> str:
@@ -614,6 +660,12 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
     given, why = (papers, "--papers") if papers is not None else default_papers(settings, store_funnel)
     latency = latency_sum / latency_n if latency_n else settings.estimate.latency_s
     latency_sd = math.sqrt(max(0.0, latency_sq / latency_n - latency * latency)) if latency_n else 0.0
+    stated_p99 = settings.estimate.latency_p99_s if not latency_n else None
+    if stated_p99 is not None:
+        latency_sd = lognormal_sd(latency, stated_p99)
+    # a pilot measured its calls' timeouts; before one, the share the config states
+    paced = store_funnel is not None and store_funnel.discovered >= MIN_STORE_PAPERS
+    timeout_share = pace[1] if paced else settings.estimate.timeout_share
     queries, rate = _s2(settings)
     target = settings.estimate.document_tokens
     shift: dict[str, float] = {}
@@ -622,9 +674,17 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
             measured_on = store_profile.document_tokens if profiles[role][1] == "store" and store_profile \
                 else table.document_tokens
             shift[role] = target - measured_on
+    # the table measured the offline roles' prompts, which carry no reply schema; an endpoint is
+    # sent one with every request (a store's calls counted it already)
+    schema: dict[str, float] = {}
+    for role in ROLES:
+        cfg = settings.models[settings.roles[role]]
+        if profiles[role][1] == "table" and cfg.provider == "openai":
+            schema[role] = structure_tokens(role, cfg.mode, options_per_call=settings.build.options_per_call)
+            shift[role] = shift.get(role, 0.0) + schema[role]
     result = estimate(settings, papers=given, funnel=funnel, profiles=profiles, latency_s=latency,
                       s2_queries=queries, s2_rate=rate, document_shift=shift, local_s_per_paper=pace[0],
-                      timeout_share=pace[1], latency_sd=latency_sd)
+                      timeout_share=timeout_share, latency_sd=latency_sd)
     if target is not None:
         result.assumptions.append(f"papers of {target:,.0f} tokens of text on average (estimate.document_tokens; "
                                   f"{', '.join(DOCUMENT_ROLES)} carries the whole text)")
@@ -637,8 +697,14 @@ def estimate_for_settings(settings: Settings, *, papers: int | None = None,
     if latency_n:
         result.assumptions[0] = (f"mean model latency {latency:.2f} s a call, sd {latency_sd:.2f} s (the store's "
                                  "answered calls)")
+    elif stated_p99 is not None:
+        result.assumptions[0] = (f"mean model latency {latency:g} s a call, p99 {stated_p99:g} s (estimate.latency_s, "
+                                 f"latency_p99_s: lognormal, sd {latency_sd:.2f} s)")
     else:
         result.assumptions[0] = f"mean model latency {latency:g} s a call (estimate.latency_s)"
+    if schema:
+        result.assumptions.append("the reply schema each request carries, added to the table's prompts: "
+                                  + ", ".join(f"{r} {t:,.0f}" for r, t in schema.items()) + " tokens a call")
     differs = {k: v for k, v in table.settings.items() if k in type(settings.build).model_fields
                and getattr(settings.build, k) != v}
     if differs and any(src == "table" and p.calls for p, src in profiles.values()):

@@ -51,7 +51,7 @@ from arcticqa.llm.providers.openai_errors import (
     transport_cause,
 )
 
-__all__ = ["OpenAIProvider", "make_async_client", "transport_retrying"]
+__all__ = ["OpenAIProvider", "make_async_client", "transport_retrying", "structure_chars"]
 
 # instructor logs every failed attempt at ERROR; we record attempts ourselves.
 logging.getLogger("instructor").setLevel(logging.CRITICAL)
@@ -239,6 +239,24 @@ def _instructor_client(raw: AsyncOpenAI, mode: instructor.Mode) -> Any:
     _write_instruction_once(mode)
     create = instructor.patch(create=_direct_create(raw), mode=mode, provider=instructor.Provider.OPENAI)
     return instructor.AsyncInstructor(client=raw, create=create, mode=mode, provider=instructor.Provider.OPENAI)
+
+
+@functools.lru_cache(maxsize=64)
+def structure_chars(mode: str, response_model: type[BaseModel]) -> int:
+    """Characters a request in ``mode`` carries besides its prompt to ask for ``response_model``:
+    the schema instruction instructor adds to the system message (``json``, ``md_json``), or the
+    schema in ``tools`` / ``response_format``. A provider counts them as input tokens on every
+    call (the estimate adds them to prompts measured without them)."""
+    kind = normalize_mode(instructor.Provider.OPENAI, _MODES[mode])
+    handlers = mode_registry.get_handlers(instructor.Provider.OPENAI, kind)
+    prepare = getattr(handlers.request_handler, "__wrapped__", handlers.request_handler)
+    base = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    _, sent = prepare(response_model, {"messages": [dict(m) for m in base]})
+    chars = sum(len(str(m.get("content") or "")) for m in sent.get("messages") or []) - 2
+    for key in ("tools", "tool_choice", "response_format"):
+        if sent.get(key) is not None:
+            chars += len(json.dumps(sent[key], default=str))
+    return max(0, chars)
 
 
 # -- transport retries -----------------------------------------------------------------------
