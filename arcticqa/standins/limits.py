@@ -39,7 +39,7 @@ from typing import Any, Literal
 
 from arcticqa.standins.replies import Fault, Hang, Reply, Responder, Response, role_of
 
-__all__ = ["ServerBucket", "ProviderLimits", "LimiterStats", "LimitedResponder", "prompt_tokens",
+__all__ = ["ServerBucket", "ProviderLimits", "LimiterStats", "LimitedResponder", "prompt_tokens", "body_key",
            "CHARS_PER_TOKEN"]
 
 #: how the stand-in counts a prompt's tokens (the client's estimate uses the same ratio)
@@ -161,8 +161,15 @@ def prompt_tokens(body: Mapping[str, Any]) -> int:
     return max(1, int(chars / CHARS_PER_TOKEN))
 
 
-def _body_key(body: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+#: request fields that say how the answer is kept, not what is asked: a request sent again
+#: under another ``metadata`` name is the same request
+_NOT_THE_QUESTION = ("store", "metadata")
+
+
+def body_key(body: Mapping[str, Any]) -> str:
+    """What makes two requests the same request (their bodies, less ``store`` and ``metadata``)."""
+    asked = {k: v for k, v in body.items() if k not in _NOT_THE_QUESTION}
+    return hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 class LimitedResponder:
@@ -236,7 +243,7 @@ class LimitedResponder:
         refusal = self._admit(prompt, prompt + int(ceiling) if limits.charge == "max_tokens" else prompt)
         if refusal is not None:
             return refusal
-        key = _body_key(body)
+        key = body_key(body)
         rng = self._rng(key)
         draw, latency = rng.random(), self._latency(rng)
         if draw < limits.timeout_rate:

@@ -5,7 +5,8 @@ unchanged. Replies are produced by a *responder* (:mod:`arcticqa.standins.replie
 of the request body and headers) and can be faults: 429 with Retry-After, 5xx, dropped
 connections, hangs (client timeouts), malformed JSON, ``finish_reason=length``. Every request is
 logged for assertions. This module serves chat completions; the Files and Batch APIs are
-:mod:`arcticqa.standins.batches`.
+:mod:`arcticqa.standins.batches`, stored completions (``store: true``, listed by metadata)
+:mod:`arcticqa.standins.stored`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +22,7 @@ from typing import Any
 
 from arcticqa.standins.batches import BatchFate, FilesAndBatches
 from arcticqa.standins.replies import Drop, Fault, Hang, RecordedRequest, Responder, chat_completion
+from arcticqa.standins.stored import StoredCompletions, metadata_error
 
 __all__ = ["FakeOpenAIServer"]
 
@@ -37,7 +40,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/models"):
             self._send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
             return
-        answer = self.server.fake.handle_get(self.path)
+        answer = self.server.fake.handle_stored_get(self.path) or self.server.fake.handle_get(self.path)
         if answer is None:
             self._send_json(404, {"error": {"message": "not found"}})
         elif isinstance(answer[1], bytes):
@@ -66,6 +69,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
         fake._record(RecordedRequest(self.path, headers, body))
+        if (refused := metadata_error(body.get("metadata"))) is not None:
+            self._send_json(400, {"error": {"message": refused, "type": "invalid_request_error",
+                                            "param": "metadata", "code": None}})
+            return
         # the endpoint's own concurrency cap: requests beyond it queue here, like at a provider
         with fake._slots or contextlib.nullcontext():
             self._complete(fake, body, headers)
@@ -104,7 +111,9 @@ class _Handler(BaseHTTPRequestHandler):
             extra = {"Retry-After": f"{response.retry_after:g}"} if response.retry_after is not None else {}
             self._send_raw(response.status, response.body.encode(), extra)
             return
-        self._send_json(200, chat_completion(fake._count_completion(), body, response))
+        completion = chat_completion(fake._count_completion(), body, response)
+        fake.keep_completion(completion, body)  # finished: stored even if the client is gone
+        self._send_json(200, completion)
 
     def _send_json(self, status: int, obj: Any) -> None:
         self._send_raw(status, json.dumps(obj).encode(), {})
@@ -128,8 +137,15 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
     fake: FakeOpenAIServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client killed mid-request (the fault rehearsal SIGKILLs a build process) resets its
+        # connection: the client's doing, not a stand-in failure worth a traceback
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
-class FakeOpenAIServer(FilesAndBatches):
+
+class FakeOpenAIServer(FilesAndBatches, StoredCompletions):
     """``with FakeOpenAIServer(responder) as srv: ... srv.base_url ...``
 
     ``latency`` is added to every completion; ``max_concurrency`` caps completions in progress
@@ -139,11 +155,15 @@ class FakeOpenAIServer(FilesAndBatches):
     spends at least ``batch_latency`` seconds ``in_progress``. ``batch_fate(n)`` (n = 1, 2, ...
     in creation order) may return ``"failed"`` or ``"expired"`` to make the n-th batch end so.
     ``batch_latency``, ``batch_fate`` and ``responder`` may be reassigned while the server runs.
+
+    Stored completions (:mod:`arcticqa.standins.stored`): ``keeps_completions=False`` makes an
+    endpoint that stores none and answers 404 to their look-ups.
     """
 
     def __init__(self, responder: Responder, *, latency: float = 0.0, host: str = "127.0.0.1",
                  port: int = 0, max_concurrency: int | None = None, batch_latency: float = 0.0,
-                 batch_fate: BatchFate | None = None, keep_requests: bool = True) -> None:
+                 batch_fate: BatchFate | None = None, keep_requests: bool = True,
+                 keeps_completions: bool = True) -> None:
         self.responder = responder
         #: False for a long-lived server (``arcticqa standin``): requests are not kept for assertions
         self.keep_requests = keep_requests
@@ -155,6 +175,7 @@ class FakeOpenAIServer(FilesAndBatches):
         #: chat.completion objects produced, live and in batches (their ids are numbered by it)
         self.completions = 0
         self._init_batches(batch_latency, batch_fate)
+        self._init_stored(keeps_completions)
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._server = _Server((host, port), _Handler)
