@@ -156,12 +156,23 @@ class ModelConfig(_Section):
     batch_poll_s: float = Field(30.0, gt=0)
     batch_completion_window: str = "24h"
     batch_price_factor: float = Field(0.5, ge=0)
+    #: recover the answers of requests a process sent and never recorded (it was killed, or its
+    #: store went away) instead of paying for them again: every live request is sent with
+    #: ``store: true`` and ``metadata`` naming it, and its sending is written to the store first;
+    #: a request sent before, with no answer stored, is first looked up among the provider's stored
+    #: completions (waiting for it up to ``timeout_s`` after it was sent). OpenAI only: the provider
+    #: keeps every stored completion, prompt and answer (30 days on OpenAI), and each request costs
+    #: one more store write. Off by default (docs/reliability.md)
+    recover_in_flight: bool = False
 
     @model_validator(mode="after")
     def _ceiling_above_max_tokens(self) -> Self:
         if self.max_tokens_ceiling is not None and self.max_tokens_ceiling < self.max_tokens:
             raise ValueError(f"max_tokens_ceiling ({self.max_tokens_ceiling}) is below max_tokens "
                              f"({self.max_tokens}): a length re-ask may only raise max_tokens")
+        if self.recover_in_flight and self.provider != "openai":
+            raise ValueError(f"recover_in_flight needs provider = \"openai\" (stored chat completions); "
+                             f"this model's provider is {self.provider!r}")
         return self
 
     def api_key(self) -> str:
@@ -542,6 +553,8 @@ class Settings(BaseSettings):
         # table of the keys set
         payload["extraction"] = self.extraction.model_dump(mode="json", exclude_defaults=True)
         del payload["build"]["data_dir"]  # where PDFs are cached changes no output
+        for model in payload["models"].values():
+            model.pop("recover_in_flight", None)  # which way an answer came back changes no output
         if self.build.source.strip() != "s2":
             del payload["build"]["keywords_file"]  # read only by the live Semantic Scholar source
         given = dict(inputs or {})

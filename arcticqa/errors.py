@@ -18,7 +18,8 @@ real base class, and that every public exception class of ``arcticqa`` is define
     │   ├── LLMOutputError
     │   ├── LLMAuthError
     │   ├── LLMRequestError
-    │   └── BudgetExceeded
+    │   ├── BudgetExceeded
+    │   └── StoredLookupUnavailable
     ├── StageError                    exit 1
     │   ├── UnknownSpanError
     │   ├── ClaimedElsewhere
@@ -50,6 +51,7 @@ __all__ = [
     "LLMAuthError",
     "LLMRequestError",
     "BudgetExceeded",
+    "StoredLookupUnavailable",
     "StageError",
     "UnknownSpanError",
     "ClaimedElsewhere",
@@ -126,6 +128,11 @@ class LLMRequestError(LLMError):
 
 class BudgetExceeded(LLMError):
     """The per-run spending cap is reached; no new paid calls are started."""
+
+
+class StoredLookupUnavailable(LLMError):
+    """The endpoint cannot list stored completions (``recover_in_flight``): requests sent before
+    are sent again."""
 
 
 class StageError(ArcticQAError):

@@ -12,6 +12,12 @@ call, retries included), then per attempt its token buckets (``requests_per_minu
 ``tokens_per_minute``; :mod:`arcticqa.llm.ratelimit`), then the endpoint's
 ``endpoint_max_concurrency`` shared by every config with the same ``base_url`` (held only while
 a request is in flight, so one model's backoff or pacing never idles another's slots).
+
+A model config with ``recover_in_flight`` and a recorder that is also a :class:`SendJournal`
+(the store, in a build) sends each request with ``store: true`` and metadata naming it, after
+writing that it is sent. A request that some other process wrote as sent, and whose answer is
+not stored, is first looked up among the provider's stored completions (``Provider.recover``),
+polling until ``timeout_s`` after its newest send, and is sent only if none turns up.
 """
 
 from __future__ import annotations
@@ -19,20 +25,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import hashlib
 import json
+import logging
+import os
 import re
+import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel
 from tenacity import AsyncRetrying
 
 from arcticqa.config import ModelConfig, Settings
-from arcticqa.errors import BudgetExceeded, ConfigError, LLMError
+from arcticqa.errors import BudgetExceeded, ConfigError, LLMError, StoredLookupUnavailable
 from arcticqa.llm.batch import BatchLedger, MemoryLedger
 from arcticqa.llm.prompts import load_prompt, to_jsonable
 from arcticqa.llm.providers import open_provider
@@ -41,7 +52,12 @@ from arcticqa.llm.providers.offline import OfflineRole
 from arcticqa.llm.ratelimit import ModelLimiter, endpoint_key, estimate_tokens
 from arcticqa.llm.types import OutputT, RoleReply
 
-__all__ = ["CallRecord", "CallRecorder", "Budget", "Gateway", "MemoryRecorder", "paper_scope", "current_paper"]
+__all__ = ["CallRecord", "CallRecorder", "Budget", "Gateway", "MemoryRecorder", "SendJournal", "SentMark",
+           "paper_scope", "current_paper"]
+
+_log = logging.getLogger(__name__)
+#: seconds between look-ups of a request another process sent and may still be waiting for
+RECOVERY_POLL_S = 1.0
 
 @dataclass
 class CallRecord:
@@ -69,6 +85,31 @@ class CallRecorder(Protocol):
     def cached_output(self, request_hash: str) -> dict[str, Any] | None: ...
 
     def record_calls(self, records: list[CallRecord]) -> None: ...
+
+
+@dataclass(frozen=True)
+class SentMark:
+    """A request about to be sent with ``store: true``: by whom and when (epoch seconds)."""
+
+    request_hash: str
+    send_id: str
+    worker: str
+    run_id: str | None
+    sent_at: float
+
+
+@runtime_checkable
+class SendJournal(Protocol):
+    """Where a recorder keeps which requests were sent (``recover_in_flight``): written before
+    each send, read before asking a request again."""
+
+    def mark_sent(self, mark: SentMark) -> None: ...
+
+    def sent_marks(self, request_hash: str) -> list[SentMark]: ...
+
+    def stored_output(self, request_hash: str) -> dict[str, Any] | None:
+        """The stored answer to this request, whoever wrote it and whenever (no cached view)."""
+        ...
 
 
 class MemoryRecorder:
@@ -213,6 +254,12 @@ class Gateway:
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._rate: dict[str, ModelLimiter] = {}
         self._endpoints = self._endpoint_limits(settings)
+        #: where sends are written before they leave (recover_in_flight); None: nowhere to write them
+        self._journal: SendJournal | None = self.recorder if isinstance(self.recorder, SendJournal) else None
+        #: this gateway, in the marks it writes: its own in-flight requests are never looked up
+        self._worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        #: model configs whose endpoint refused a stored-completion look-up (told once, not asked again)
+        self._no_lookup: set[str] = set()
 
     @staticmethod
     def _endpoint_limits(settings: Settings) -> dict[str, asyncio.Semaphore]:
@@ -303,6 +350,11 @@ class Gateway:
     async def _ask_paced(self, provider: Provider, request: GenerateRequest,
                          base: _CallBase) -> RoleReply[OutputT]:
         cfg, model_name, batch = request.cfg, request.model_name, request.batched
+        if cfg.recover_in_flight and not batch and provider.recovers and self._journal is not None:
+            recovered = await self._recover(provider, request, base, self._journal)
+            if recovered is not None:
+                return cast(RoleReply[OutputT], recovered)
+            request = dataclasses.replace(request, before_send=self._write_ahead(base, self._journal))
         # a batched request waits in the provider's job queue, not in a connection: the
         # concurrency and rate limits pace live requests only
         limiter = self._rate_limiter(model_name, cfg) if not batch else None
@@ -340,6 +392,59 @@ class Gateway:
         return RoleReply(output=cast(OutputT, output), role=base.role, provider=cfg.provider, model=cfg.model,
                          prompt_version=base.prompt_version, request_hash=base.request_hash,
                          cached=False, cost_usd=cost)
+
+    def _write_ahead(self, base: _CallBase, journal: SendJournal) -> Callable[[int], dict[str, str]]:
+        """The ``before_send`` of one call: each send written to the journal, then named in its metadata."""
+        def before_send(attempt: int) -> dict[str, str]:
+            send_id = uuid.uuid4().hex
+            journal.mark_sent(SentMark(base.request_hash, send_id, self._worker, self.run_id, time.time()))
+            return {"arcticqa_request": base.request_hash, "arcticqa_send": send_id, "arcticqa_attempt": str(attempt)}
+
+        return before_send
+
+    async def _recover(self, provider: Provider, request: GenerateRequest, base: _CallBase,
+                       journal: SendJournal) -> RoleReply[Any] | None:
+        """The answer to a request another process sent and never recorded, without sending it again.
+
+        Only requests written as sent by someone else are looked up (almost every request is new:
+        one store read, no look-up). The provider stores a completion once it is finished, so a
+        request sent less than ``timeout_s`` ago may still be on its way: it is looked up again every
+        :data:`RECOVERY_POLL_S` until then. None: send it.
+        """
+        cfg = request.cfg
+        if request.model_name in self._no_lookup:
+            return None
+        marks = [m for m in journal.sent_marks(base.request_hash) if m.worker != self._worker]
+        if not marks:
+            return None
+        stored = journal.stored_output(base.request_hash)  # another process wrote the answer since
+        if stored is not None:
+            self.recorder.record_calls([base.record(attempt=0, request={"messages": request.messages},
+                                                   parsed=stored, cache_hit=True)])
+            return RoleReply(output=request.response_model.model_validate(stored), role=base.role,
+                             provider=cfg.provider, model=cfg.model, prompt_version=base.prompt_version,
+                             request_hash=base.request_hash, cached=True)
+        sends = {m.send_id for m in marks}
+        deadline = max(m.sent_at for m in marks) + cfg.timeout_s
+        while True:
+            attempts: list[Attempt] = []
+            try:
+                output = await provider.recover(request, base.request_hash, sends, attempts)
+            except StoredLookupUnavailable as exc:
+                self._no_lookup.add(request.model_name)
+                _log.warning("model %s: stored completions cannot be looked up at %s (%s); requests sent "
+                             "before are sent again", request.model_name, cfg.base_url or "the default endpoint",
+                             _redact(str(exc), provider.secrets(cfg)))
+                return None
+            if output is not None:
+                self._record_attempts(cfg, provider, attempts, base, output)
+                return RoleReply(output=output, role=base.role, provider=cfg.provider, model=cfg.model,
+                                 prompt_version=base.prompt_version, request_hash=base.request_hash,
+                                 cached=False, cost_usd=sum(self._cost(cfg, a) for a in attempts))
+            left = deadline - time.time()
+            if left <= 0:
+                return None
+            await asyncio.sleep(min(RECOVERY_POLL_S, left))
 
     @staticmethod
     def _retrying(provider: Provider, cfg: ModelConfig) -> AsyncRetrying:

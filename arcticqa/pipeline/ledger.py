@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from arcticqa.llm.batch import BatchJob, LineResult
-from arcticqa.llm.gateway import CallRecord
+from arcticqa.llm.gateway import CallRecord, SentMark
 from arcticqa.store import Store
+from arcticqa.store.ledger import SentRow
 
 __all__ = ["StoreLedger"]
 
@@ -36,8 +37,8 @@ def _key(request_hash: str) -> int:
 
 
 class StoreLedger:
-    """Implements ``arcticqa.llm.gateway.CallRecorder`` and ``arcticqa.llm.batch.BatchLedger``
-    on a store, for one build run (``run_id``)."""
+    """Implements ``arcticqa.llm.gateway.CallRecorder``, ``arcticqa.llm.gateway.SendJournal`` and
+    ``arcticqa.llm.batch.BatchLedger`` on a store, for one build run (``run_id``)."""
 
     def __init__(self, store: Store, run_id: str | None = None) -> None:
         self.store, self.run_id = store, run_id
@@ -91,6 +92,18 @@ class StoreLedger:
             _held.reset(token)
             if pending:
                 self.record_calls(pending)
+
+    # -- SendJournal ----------------------------------------------------------------------------
+    def mark_sent(self, mark: SentMark) -> None:
+        # written at once, never held with the step: it must be committed before the request leaves
+        self.store.mark_sent(SentRow(mark.request_hash, mark.send_id, mark.worker, mark.run_id, mark.sent_at))
+
+    def sent_marks(self, request_hash: str) -> list[SentMark]:
+        return [SentMark(r.request_hash, r.send_id, r.worker, r.run_id, r.sent_at)
+                for r in self.store.sent_rows(request_hash)]
+
+    def stored_output(self, request_hash: str) -> dict[str, Any] | None:
+        return self.store.cached_output(request_hash)
 
     # -- BatchLedger ----------------------------------------------------------------------------
     def batch_answer(self, body_sha256: str) -> dict[str, Any] | None:

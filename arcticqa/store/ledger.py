@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sqlalchemy import bindparam, case, func, insert, update
@@ -18,14 +19,15 @@ from sqlalchemy.engine import Connection, Engine
 from sqlmodel import col, select
 
 from arcticqa.store.db import read_session, reconnecting, write_connection
-from arcticqa.store.tables import LLMBatch, LLMBatchRequest, LLMCall, utcnow
+from arcticqa.store.tables import LLMBatch, LLMBatchRequest, LLMCall, LLMSent, utcnow
 
-__all__ = ["ModelLedger", "ModelCallFields", "BatchLineFields", "OpenBatch", "CallTotals", "CALL_FIELDS",
+__all__ = ["ModelLedger", "ModelCallFields", "BatchLineFields", "OpenBatch", "CallTotals", "SentRow", "CALL_FIELDS",
            "insert_calls"]
 
 _CALL = LLMCall.__table__  # type: ignore[attr-defined]
 _BATCH = LLMBatch.__table__  # type: ignore[attr-defined]
 _BATCH_LINE = LLMBatchRequest.__table__  # type: ignore[attr-defined]
+_SENT = LLMSent.__table__  # type: ignore[attr-defined]
 #: the ``llm_call`` columns a call record fills (the ledger adds ``id``, ``run_id``, ``created_at``)
 CALL_FIELDS = ("request_hash", "attempt", "role", "provider", "model", "prompt_version", "subject", "request",
                "raw_response", "parsed", "tokens_in", "tokens_out", "cost_usd", "latency_s", "cache_hit", "error")
@@ -37,8 +39,16 @@ _CACHED_OUTPUT = select(_CALL.c.parsed).where(
 _ANSWERED = select(_CALL.c.request_hash).where(_CALL.c.error.is_(None), _CALL.c.parsed.is_not(None),
                                                _CALL.c.cache_hit.is_(False))
 _INSERT_CALL = insert(_CALL)
+_INSERT_SENT = insert(_SENT)
+_SENT_OF = select(_SENT.c.send_id, _SENT.c.worker, _SENT.c.run_id, _SENT.c.sent_at).where(
+    _SENT.c.request_hash == bindparam("request_hash")).order_by(_SENT.c.id)
 _ANSWER_LINE = update(_BATCH_LINE).where(_BATCH_LINE.c.batch_id == bindparam("b_batch"),
                                          _BATCH_LINE.c.custom_id == bindparam("b_custom"))
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite gives back naive datetimes for what was written as UTC
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 class ModelCallFields(Protocol):
@@ -100,6 +110,17 @@ def insert_calls(conn: Connection, records: Sequence[ModelCallFields], run_id: s
 
 
 @dataclass(frozen=True)
+class SentRow:
+    """A request written as sent (``llm_sent``); ``sent_at`` in epoch seconds."""
+
+    request_hash: str
+    send_id: str
+    worker: str
+    run_id: str | None
+    sent_at: float
+
+
+@dataclass(frozen=True)
 class OpenBatch:
     """A submitted job whose results are not stored yet; ``lines`` maps custom_id → request body hash."""
 
@@ -139,6 +160,21 @@ class ModelLedger:
             return
         with write_connection(self.engine) as conn:
             insert_calls(conn, records, run_id)
+
+    @reconnecting
+    def mark_sent(self, row: SentRow) -> None:
+        """Write that ``row.request_hash`` is about to be sent (committed before it leaves)."""
+        with write_connection(self.engine) as conn:
+            conn.execute(_INSERT_SENT, {"request_hash": row.request_hash, "send_id": row.send_id,
+                                        "worker": row.worker, "run_id": row.run_id,
+                                        "sent_at": datetime.fromtimestamp(row.sent_at, UTC)})
+
+    @reconnecting
+    def sent_rows(self, request_hash: str) -> list[SentRow]:
+        """Every send of this request written by :meth:`mark_sent`, oldest first."""
+        with self.engine.connect() as conn:
+            return [SentRow(request_hash, send_id, worker, run_id, _aware(sent_at).timestamp())
+                    for send_id, worker, run_id, sent_at in conn.execute(_SENT_OF, {"request_hash": request_hash})]
 
     @reconnecting
     def llm_calls(self) -> list[LLMCall]:

@@ -23,6 +23,7 @@ __all__ = [
     "StageRun",
     "Worker",
     "LLMCall",
+    "LLMSent",
     "LLMBatch",
     "LLMBatchRequest",
     "RejectionRow",
@@ -197,6 +198,22 @@ class LLMCall(SQLModel, table=True):
     error: str | None = None
     run_id: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
+
+
+class LLMSent(SQLModel, table=True):
+    """A request about to be sent with ``store: true`` (a model config's ``recover_in_flight``),
+    written before it leaves: whoever later asks the same request and finds no answer stored
+    looks the completion up at the provider by ``send_id`` instead of paying for it again."""
+
+    __tablename__ = "llm_sent"
+    id: int | None = Field(default=None, primary_key=True)
+    request_hash: str = Field(index=True)
+    #: the ``arcticqa_send`` metadata value the request went out with
+    send_id: str
+    #: the sending process (host:pid:nonce)
+    worker: str
+    run_id: str | None = None
+    sent_at: datetime = Field(default_factory=utcnow)
 
 
 class RejectionRow(SQLModel, table=True):

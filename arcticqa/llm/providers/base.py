@@ -14,7 +14,7 @@ import contextlib
 import random
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -53,6 +53,9 @@ class GenerateRequest:
     variables: Mapping[str, Any]
     response_model: type[BaseModel]
     batched: bool = False
+    #: called just before each request of the call is sent, with its attempt number; returns the
+    #: metadata to send it with, stored by the provider (a model config's ``recover_in_flight``)
+    before_send: Callable[[int], dict[str, str]] | None = None
 
 
 class Provider(ABC):
@@ -61,11 +64,21 @@ class Provider(ABC):
     name: ClassVar[str]
     #: whether calls cost money and meet the config's limits (budget, concurrency, token buckets)
     paced: ClassVar[bool] = True
+    #: whether :meth:`recover` can find answers it stored for requests sent with ``before_send``
+    recovers: ClassVar[bool] = False
 
     @abstractmethod
     async def generate(self, request: GenerateRequest, attempts: list[Attempt]) -> BaseModel:
         """Answer ``request`` once (re-asks included), appending every request sent
         to ``attempts`` as it goes, so a failure still leaves what happened on record."""
+
+    async def recover(self, request: GenerateRequest, request_hash: str, sends: Collection[str],
+                      attempts: list[Attempt]) -> BaseModel | None:
+        """The answer the provider stored for one of ``sends`` of this request (the ``before_send``
+        metadata it went out with), validated; None when there is none yet. A provider that stores
+        none (``recovers`` False) is never asked; one whose endpoint refuses the look-up raises
+        :class:`~arcticqa.errors.StoredLookupUnavailable`. A recovered answer is appended to ``attempts``."""
+        return None
 
     async def warm(self, model_name: str, cfg: ModelConfig, *, batched: bool) -> None:  # noqa: B027
         """Pay one-off set-up costs while the build opens (default: none)."""

@@ -20,7 +20,7 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -31,6 +31,7 @@ import openai
 from instructor.v2.core.errors import AsyncValidationError, IncompleteOutputException, ResponseParsingError
 from instructor.v2.core.messages import copy_messages_for_mutation, merge_consecutive_messages
 from instructor.v2.core.registry import mode_registry, normalize_mode
+from instructor.v2.core.response import process_response_async
 from openai import NOT_GIVEN, AsyncOpenAI
 from openai._base_client import make_request_options
 from openai._models import construct_type
@@ -39,7 +40,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from arcticqa.config import ModelConfig
-from arcticqa.errors import ConfigError
+from arcticqa.errors import ConfigError, StoredLookupUnavailable
 from arcticqa.llm.batch import BatchLedger
 from arcticqa.llm.providers.base import Attempt, GenerateRequest, Provider, retrying
 from arcticqa.llm.providers.openai_batch import BatchQueue, BatchTransport
@@ -175,6 +176,9 @@ def _direct_create(raw: AsyncOpenAI) -> Callable[..., Any]:
         return await raw.post("/chat/completions", body=body, options=options, cast_to=_ChatCompletionAnswer)
 
     async def create(**kwargs: Any) -> Any:
+        before_send = _before_send.get()
+        if before_send is not None:  # written down before it leaves, and stored under that name
+            kwargs = {**kwargs, "store": True, "metadata": before_send(len(_attempts.get() or ()) + 1)}
         # each try instructor makes is recorded here, where it is sent, rather than through
         # instructor's completion hooks, which bind every handler's signature on every call
         _on_kwargs(**kwargs)
@@ -272,7 +276,11 @@ def transport_retrying(cfg: ModelConfig) -> AsyncRetrying:
 _attempts: contextvars.ContextVar[list[Attempt] | None] = contextvars.ContextVar(
     "arcticqa_llm_attempts", default=None)
 
-_RECORDED = ("model", "messages", "temperature", "max_tokens", "response_format", "tools", "tool_choice")
+_RECORDED = ("model", "messages", "temperature", "max_tokens", "response_format", "tools", "tool_choice", "store",
+             "metadata")
+#: the current call's ``GenerateRequest.before_send`` (None: requests go out without store/metadata)
+_before_send: contextvars.ContextVar[Callable[[int], dict[str, str]] | None] = contextvars.ContextVar(
+    "arcticqa_llm_before_send", default=None)
 
 
 def _snapshot(value: Any) -> Any:
@@ -421,6 +429,7 @@ class OpenAIProvider(Provider):
     """
 
     name: ClassVar[str] = "openai"
+    recovers: ClassVar[bool] = True
 
     def __init__(self, *, ledger: BatchLedger, batch_dir: Path, run_id: str | None = None) -> None:
         self.ledger, self.batch_dir, self.run_id = ledger, batch_dir, run_id
@@ -462,6 +471,7 @@ class OpenAIProvider(Provider):
         cfg = request.cfg
         client = self._client(request.model_name, cfg, batch=request.batched)
         token = _attempts.set(attempts)
+        marking = _before_send.set(request.before_send) if request.before_send and not request.batched else None
         try:
             while True:  # one round per refusal or truncation asked again (see _ask_again)
                 first = len(attempts)
@@ -485,8 +495,47 @@ class OpenAIProvider(Provider):
                     if not _ask_again(cfg, attempts, batched=request.batched):
                         raise
         finally:
+            if marking is not None:
+                _before_send.reset(marking)
             _attempts.reset(token)
         return _unwired(wired, request.response_model)
+
+    async def recover(self, request: GenerateRequest, request_hash: str, sends: Collection[str],
+                      attempts: list[Attempt]) -> BaseModel | None:
+        """Stored chat completions listed by their ``arcticqa_request`` metadata (newest first, one
+        page of 100); the first one sent as one of ``sends`` whose answer validates is the answer."""
+        cfg = request.cfg
+        self._client(request.model_name, cfg)
+        raw = self._clients[(request.model_name, False)][0]
+        started = time.perf_counter()
+        try:
+            page = await raw.chat.completions.list(metadata={"arcticqa_request": request_hash}, limit=100,
+                                                   order="desc")
+        except (openai.NotFoundError, openai.BadRequestError, openai.PermissionDeniedError,
+                openai.UnprocessableEntityError, openai.AuthenticationError) as exc:
+            raise StoredLookupUnavailable(describe_error(exc)) from exc
+        except openai.OpenAIError:
+            return None  # a transport failure or a busy endpoint: the next look-up may get through
+        mode = _MODES[cfg.mode]
+        for completion in page.data:
+            metadata = dict(completion.metadata or {})
+            if metadata.get("arcticqa_send") not in sends:
+                continue
+            message = completion.choices[0].message if completion.choices else None
+            if message is None or message.refusal or completion.choices[0].finish_reason == "content_filter":
+                continue
+            try:
+                wired = await process_response_async(completion, response_model=_wired(request.response_model),
+                                                     mode=mode, provider=instructor.Provider.OPENAI)
+            except (*_PARSE_ERRORS, IncompleteOutputException):
+                continue
+            usage = completion.usage
+            attempts.append(Attempt(
+                request={"via": "recovered", "recovered": {"completion_id": completion.id, **metadata}},
+                response=completion.model_dump(mode="json"), started=started, finished=time.perf_counter(),
+                tokens_in=usage.prompt_tokens if usage else 0, tokens_out=usage.completion_tokens if usage else 0))
+            return _unwired(wired, request.response_model)
+        return None
 
     def transport_failure(self, exc: BaseException) -> BaseException | None:
         return transport_cause(exc)
