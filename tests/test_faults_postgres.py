@@ -9,6 +9,8 @@ killed process.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -79,3 +81,45 @@ def test_a_build_disturbed_by_a_restart_and_a_kill_ends_with_the_undisturbed_rel
     # a request answered twice is one whose first answer went to the killed process: none from the restart
     kill = b["fault_at"].get("kill")
     assert all(kill is not None and times[0] >= kill - 2.0 for times in b["model"]["twice_at"]), b["model"]["twice_at"]
+
+
+def test_a_build_whose_server_stays_away_stops_with_one_line(tmp_path: Path) -> None:
+    """The server stops while construct has papers in flight and stays away longer than the store
+    waits (``store.busy_timeout_s``): the build ends with the one error line naming the store,
+    exit 1, and no traceback of the other papers' tasks (the first store error stops them, rather
+    than each raising its own at ``asyncio.run()``'s shutdown)."""
+    from bench.bench_faults import count_rows, stand_ins, write_config
+    from bench.bench_scale import Funnel, make_corpus
+
+    corpus = tmp_path / "corpus"
+    make_corpus(corpus, Funnel.at(0.003, 0.58), seed=1)  # 255 records, 13 PDFs, 8 eligible
+    with PostgresServer() as server, \
+            stand_ins(corpus, StandIns(latency_median_s=2.0, latency_p99_s=10.0, error_rate=0.0,
+                                       timeout_rate=0.0, hang_s=30.0)) as (model_url, s2_url, conn):
+        url = server.create_database("away")
+        config = write_config(tmp_path / "build", store_url=url, model_url=model_url, s2_url=s2_url,
+                              corpus=corpus, client_timeout_s=10.0, s2_rate=5.0)
+        config.write_text(config.read_text(encoding="utf-8").replace(
+            "[store]\n", "[store]\nbusy_timeout_s = 3\n", 1), encoding="utf-8")
+        build = subprocess.Popen([sys.executable, "-m", "arcticqa", "build", "--orchestrator", "local", "-c",
+                                  str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 cwd=tmp_path)
+        deadline = time.monotonic() + 240
+        while build.poll() is None and (count_rows(url) or 0) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)  # until construct's first answers are stored: its papers are in flight
+        assert build.poll() is None, build.communicate()
+        server.halt()
+        try:
+            out, err = build.communicate(timeout=120)
+        finally:
+            build.kill()
+        conn.send("next run")
+        conn.recv()
+    assert build.returncode == 1, (build.returncode, err[-3000:])
+    # the outcome writer (arcticqa.pipeline.outcomes) says once per group of outcomes it could not
+    # commit together that it writes them one by one: those lines are its own, counted apart
+    regrouped = [ln for ln in err.splitlines() if "could not be written together" in ln]
+    lines = [ln for ln in err.splitlines() if ln not in regrouped]
+    assert len(lines) == 1, f"{len(lines)} lines on stderr:\n" + "\n".join(lines[:40])
+    assert lines[0].startswith("error: StoreError: the store at ") and "/away" in lines[0], lines
+    assert err.splitlines()[-1] == lines[0]

@@ -367,7 +367,17 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
     at_once = (len(paper_ids) or 1) if ctx.settings.build.batch else ctx.settings.build.paper_concurrency
     limit = asyncio.Semaphore(min(at_once, spec.concurrency or at_once))
 
-    statuses = await asyncio.gather(*(_run_one(ctx, spec, pid, limit) for pid in paper_ids))
+    tasks = [asyncio.ensure_future(_run_one(ctx, spec, pid, limit)) for pid in paper_ids]
+    try:
+        statuses = await asyncio.gather(*tasks)
+    except BaseException:
+        # a paper's failure is recorded, not raised: what leaves _run_one ends the build (the store
+        # gone, Ctrl-C). Its siblings stop here and their errors are collected, so the build ends
+        # with that one error instead of each sibling's traceback at the event loop's shutdown.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
     for pid, status in zip(paper_ids, statuses, strict=True):
         if status in ("succeeded", _SKIPPED_PASSED):
             report.passed.append(pid)
