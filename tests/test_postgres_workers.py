@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, inspect
 
 from arcticqa.store.store import Store
 from tests.pipeline_fixtures import postgres_server
+from tests.test_store_layers import status_counts_round_trip
 from tests.test_store_migrations import migration_round_trip
 from tests.test_workers import SECRET, claim_race, run_two_workers
 
@@ -75,3 +76,7 @@ def test_two_workers_on_one_postgresql_store_run_every_stage_exactly_once(tmp_pa
 
 def test_migration_0003_round_trip_on_postgresql(pg_url: str) -> None:
     migration_round_trip(pg_url)
+
+
+def test_status_counts_on_postgresql_counts_the_newest_attempts(pg_url: str) -> None:
+    status_counts_round_trip(Store(pg_url))

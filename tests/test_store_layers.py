@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +20,9 @@ from arcticqa.llm.batch import LineResult
 from arcticqa.llm.gateway import CallRecord
 from arcticqa.store.ledger import CALL_FIELDS, BatchLineFields, ModelCallFields
 from arcticqa.store.tables import LLMCall
+
+if TYPE_CHECKING:
+    from arcticqa.store.store import Store
 
 STORE = Path(__file__).resolve().parent.parent / "arcticqa" / "store"
 FORBIDDEN = ("arcticqa.llm", "arcticqa.sources", "arcticqa.release", "arcticqa.evaluate", "arcticqa.pipeline",
@@ -117,3 +121,40 @@ def test_runs_scoped_to_papers_gives_their_newest_attempts_as_the_whole_listing_
                                                                            ("p3", "prefilter", 2, "succeeded")]
     assert [r.paper_id for r in store.runs(paper_ids=["p2"])] == ["p2", "p2"]
     assert store.runs(stage="prefilter", paper_ids=[]) == []
+
+
+def test_status_counts_counts_the_newest_attempts_as_the_listing_of_them_does(tmp_path: Path) -> None:
+    from arcticqa.store.store import Store
+
+    status_counts_round_trip(Store(f"sqlite:///{tmp_path / 's.db'}"))
+
+
+def status_counts_round_trip(store: Store) -> None:
+    """``Store.status_counts`` (one GROUP BY in the database) gives what counting the newest
+    attempts of every (paper, stage, subject) row by row gives, on a store whose steps have
+    several attempts, construct's steps a subject each, attempts interrupted and one running.
+    Closes ``store``."""
+    histories = {"prefilter": ("failed", "succeeded"), "eligibility": ("failed", "failed", "rejected"),
+                 "construct": ("failed", "succeeded")}
+    for n in range(7):
+        pid = f"p{n}"
+        for stage, statuses in histories.items():
+            for status in statuses[: 1 + n % len(statuses)]:  # papers stop at different attempts
+                store.record_run(pid, stage, "", input_hash="h", status=status)
+        for k in range(n % 3):  # construct's steps: one row per subject
+            store.record_run(pid, "question", f"f{k}", input_hash="h", status="failed")
+            store.record_run(pid, "question", f"f{k}", input_hash="h", status="succeeded" if k else "rejected")
+    worker = store.register_worker()
+    for pid in ("p0", "p1"):  # a stopped build's attempts, then a new attempt of one of them running
+        store.claim_run(pid, "fetch_fulltext", "", input_hash="h", run_id="r", worker_id=worker, done=lambda r: False)
+    store.interrupt_runs(worker, "stopped")
+    store.claim_run("p0", "fetch_fulltext", "", input_hash="h", run_id="r", worker_id=worker, done=lambda r: False)
+    by_rows: dict[str, dict[str, int]] = {}
+    for run in store.runs():  # what status_counts computed before: every newest attempt loaded
+        by_rows.setdefault(run.stage, {}).setdefault(run.status, 0)
+        by_rows[run.stage][run.status] += 1
+    counts = store.status_counts()
+    assert counts == by_rows
+    assert counts["eligibility"] == {"failed": 5, "rejected": 2}
+    assert counts["fetch_fulltext"] == {"running": 1, "interrupted": 1}
+    store.close()

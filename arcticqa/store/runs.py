@@ -72,6 +72,13 @@ _NEWEST_RUNS = select(_RUN).where(
     _RUN.c.attempt == select(func.max(_OLDER.c.attempt)).where(
         _OLDER.c.paper_id == _RUN.c.paper_id, _OLDER.c.stage == _RUN.c.stage,
         _OLDER.c.subject == _RUN.c.subject).scalar_subquery())
+#: newest attempts by stage and status: an attempt is the newest when no later attempt of its
+#: (paper, stage, subject) exists (the unique key makes that one row per step)
+_LATER = _RUN.alias("later")
+_STATUS_COUNTS = select(_RUN.c.stage, _RUN.c.status, func.count()).where(
+    ~select(_LATER.c.id).where(_LATER.c.paper_id == _RUN.c.paper_id, _LATER.c.stage == _RUN.c.stage,
+                               _LATER.c.subject == _RUN.c.subject, _LATER.c.attempt > _RUN.c.attempt).exists()
+).group_by(_RUN.c.stage, _RUN.c.status).order_by(_RUN.c.stage, _RUN.c.status)
 _LAST_ATTEMPTS = select(_RUN.c.paper_id, _RUN.c.stage, _RUN.c.subject, func.max(_RUN.c.attempt).label("attempt")).where(
     _RUN.c.paper_id.in_(bindparam("papers", expanding=True))).group_by(_RUN.c.paper_id, _RUN.c.stage, _RUN.c.subject)
 _CLOSE_RUN = update(_RUN).where(_RUN.c.id == bindparam("b_id"))  # SET takes the columns given
@@ -540,12 +547,16 @@ class RunLog:
                 q = q.where(StageRun.status == status)
             return list(s.exec(q.order_by(StageRun.paper_id, StageRun.stage, StageRun.subject)).all())
 
+    @reconnecting
     def status_counts(self) -> dict[str, dict[str, int]]:
-        counts: dict[str, dict[str, int]] = {}
-        for run in self.runs():
-            counts.setdefault(run.stage, {}).setdefault(run.status, 0)
-            counts[run.stage][run.status] += 1
-        return counts
+        """How many (paper, stage, subject) have their newest attempt in each status, by stage:
+        counted by the database (one GROUP BY over the newest attempts), no row loaded, so
+        ``arcticqa status`` costs the same memory however large the build."""
+        with read_session(self.engine) as s:
+            counts: dict[str, dict[str, int]] = {}
+            for stage, status, n in s.exec(_STATUS_COUNTS):
+                counts.setdefault(stage, {})[status] = int(n)
+            return counts
 
     @reconnecting
     def rejections(self, *, stage: str | None = None, rule: str | None = None,
