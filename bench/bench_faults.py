@@ -15,6 +15,10 @@ with its latency and injected 5xx/timeouts), it runs:
   With ``--outage S`` the server is stopped for S seconds instead of restarted: longer than the
   store waits for it (``store.busy_timeout_s``, 30 s), the build processes stop with one line.
 
+Every role's model config has ``recover_in_flight`` on (``--no-recover``: off): a request the
+killed process sent and never recorded is recovered from the stand-in's stored completions by
+whoever asks it next.
+
 It prints: whether release B equals release A (byte for byte, file by file; where a file
 differs, which fields do), the ``llm_call`` rows holding an answer against the requests the
 model stand-in answered in each run (distinct, and how many it answered more than once: a call
@@ -23,7 +27,7 @@ The stand-in is one server for both runs (its address is part of every request, 
 runs ask the same requests); it counts each run's answers apart.
 
     .venv/bin/python -m bench.bench_faults [--scale 0.01] [--restart-at 0.3] [--kill-at 0.6] [--outage S]
-        [--latency-median 0.4] [--error-rate 0.02] [--timeout-rate 0.01] [--keep DIR] [--json FILE]
+        [--latency-median 0.4] [--error-rate 0.02] [--timeout-rate 0.01] [--no-recover] [--keep DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
-import hashlib
 import json
 import multiprocessing
 import os
@@ -200,6 +203,7 @@ def _serve(corpus: Path, options: StandIns, conn: Connection) -> None:
                            "twice_at": [times for times in limited.answers.values() if len(times) > 1]})
                 limited = fresh()
                 model.responder = limited
+                model.clear_stored()  # the next run finds only the completions it stored itself
     files.shutdown()
 
 
@@ -213,12 +217,13 @@ class _Timed:
         self._lock = threading.Lock()
 
     def __call__(self, body: dict[str, Any], headers: Any) -> Any:
+        from arcticqa.standins.limits import body_key
         from arcticqa.standins.replies import Hang, Reply
 
         response = self.inner(body, headers)
         delay, reply = (response.seconds, response.then) if isinstance(response, Hang) else (0.0, response)
         if isinstance(reply, Reply):
-            key = hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+            key = body_key(body)  # a request sent again under another metadata name is the same request
             with self._lock:
                 self.answers.setdefault(key, []).append(time.time() + delay)
         return response
@@ -239,8 +244,9 @@ def stand_ins(corpus: Path, options: StandIns) -> Iterator[tuple[str, str, Conne
 
 
 def write_config(directory: Path, *, store_url: str, model_url: str, s2_url: str, corpus: Path,
-                 client_timeout_s: float, s2_rate: float) -> Path:
-    """The config of one run: a PostgreSQL store, every role on the stand-in."""
+                 client_timeout_s: float, s2_rate: float, recover: bool = True) -> Path:
+    """The config of one run: a PostgreSQL store, every role on the stand-in (``recover``:
+    with ``recover_in_flight``)."""
     from arcticqa.config import ROLES
 
     roles = "\n".join(f'{r} = "stand-in"' for r in ROLES)
@@ -275,6 +281,7 @@ timeout_s = {client_timeout_s}
 max_retries = 6
 backoff_initial_s = 0.5
 backoff_max_s = 10.0
+recover_in_flight = {'true' if recover else 'false'}
 
 [roles]
 {roles}
@@ -313,6 +320,9 @@ def read_store(url: str) -> dict[str, Any]:
             "SELECT count(*) FILTER (WHERE (raw_response -> 'choices') IS NOT NULL), count(*), "
             "count(DISTINCT request_hash) FILTER (WHERE (raw_response -> 'choices') IS NOT NULL), "
             "count(*) FILTER (WHERE error IS NOT NULL) FROM llm_call WHERE NOT cache_hit").fetchone() or (0, 0, 0, 0)
+        recovered = conn.execute("SELECT count(*) FROM llm_call WHERE NOT cache_hit "
+                                 "AND (request ->> 'via') = 'recovered'").fetchone()
+        sent = conn.execute("SELECT count(*), count(DISTINCT request_hash) FROM llm_sent").fetchone() or (0, 0)
         twice = conn.execute(
             "SELECT coalesce(sum(n - 1), 0) FROM (SELECT count(*) AS n FROM llm_call WHERE NOT cache_hit "
             "AND parsed IS NOT NULL AND error IS NULL GROUP BY request_hash HAVING count(*) > 1) t").fetchone()
@@ -321,6 +331,7 @@ def read_store(url: str) -> dict[str, Any]:
         workers = conn.execute("SELECT count(*) FROM worker").fetchone()
     return {"answered_rows": answered, "rows": rows, "distinct_answered_rows": distinct, "error_rows": failed,
             "answers_stored_twice": int(twice[0]) if twice else 0, "attempts": statuses,
+            "recovered_rows": int(recovered[0]) if recovered else 0, "sends_written": int(sent[0]),
             "items": items[0] if items else 0, "workers": workers[0] if workers else 0}
 
 
@@ -532,7 +543,8 @@ def _place(twice_at: list[list[float]], fault_at: dict[str, float]) -> str:
 
 def report(a: FaultRun, b: FaultRun, diff: dict[str, Any], figures: dict[str, Any]) -> None:
     print(f"\n== faults at scale {figures['scale']:g}: {figures['records']:,} records -> {figures['pdfs']} PDFs "
-          f"({figures['eligible']} at an Arctic site), two build processes on PostgreSQL ==")
+          f"({figures['eligible']} at an Arctic site), two build processes on PostgreSQL, recover_in_flight "
+          f"{'on' if figures['recover_in_flight'] else 'off'} ==")
     for run in (a, b):
         model, store = run.model, run.store
         twice = model.get("answered_twice", 0)
@@ -550,6 +562,8 @@ def report(a: FaultRun, b: FaultRun, diff: dict[str, Any], figures: dict[str, An
               f"more than once); answers stored twice {store['answers_stored_twice']}; rows in all "
               f"{store['rows']:,} ({store['error_rows']} recording a failed attempt); injected 5xx "
               f"{model.get('errors', 0)}, timeouts {model.get('timeouts', 0)}")
+        print(f"  answers recovered from the endpoint's stored completions (not asked again) "
+              f"{store['recovered_rows']}; sends written ahead {store['sends_written']}")
         print(f"  attempts by status {store['attempts']}; items {store['items']}; workers registered {store['workers']}")
         if model.get("twice_at"):
             print(f"  requests answered more than once: {_place(model['twice_at'], run.fault_at)}")
@@ -572,12 +586,14 @@ def report(a: FaultRun, b: FaultRun, diff: dict[str, Any], figures: dict[str, An
 
 
 def run_faults(work: Path, *, scale: float, restart_at: float, kill_at: float, options: StandIns,
-               client_timeout_s: float, timeout_s: float = 1800.0, outage_s: float = 0.0) -> dict[str, Any]:
+               client_timeout_s: float, timeout_s: float = 1800.0, outage_s: float = 0.0,
+               recover: bool = True) -> dict[str, Any]:
     """The bench's core (``tests/test_faults_postgres.py`` runs it at a tiny scale): runs A and B,
     the releases compared; returns the figures."""
     funnel = Funnel.at(scale, 0.58)
     corpus = make_corpus(work / "corpus", funnel, options.seed)
-    figures: dict[str, Any] = {"scale": scale, "records": corpus["records"], "pdfs": corpus["pdfs"],
+    figures: dict[str, Any] = {"scale": scale, "recover_in_flight": recover, "records": corpus["records"],
+                               "pdfs": corpus["pdfs"],
                                "eligible": corpus["eligible"], "load_before": os.getloadavg()}
     with PostgresServer() as server, stand_ins(work / "corpus", options) as (model_url, s2_url, control):
         runs: list[FaultRun] = []
@@ -589,7 +605,8 @@ def run_faults(work: Path, *, scale: float, restart_at: float, kill_at: float, o
             # cost estimate (which reads the store without migrating it) finds the tables
             url = server.create_database(f"faults_{name.lower()}", migrate=True)
             config = write_config(directory, store_url=url, model_url=model_url, s2_url=s2_url,
-                                  corpus=work / "corpus", client_timeout_s=client_timeout_s, s2_rate=options.s2_rate)
+                                  corpus=work / "corpus", client_timeout_s=client_timeout_s, s2_rate=options.s2_rate,
+                                  recover=recover)
             faults = None
             if name == "B":
                 rows_a = runs[0].store["answered_rows"]
@@ -631,6 +648,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--client-timeout", type=float, default=10.0)
     parser.add_argument("--s2-rate", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-recover", action="store_true",
+                        help="leave recover_in_flight off (requests in flight to the killed process are sent again)")
     parser.add_argument("--keep", type=Path, help="work here and keep the corpus, logs and releases")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
@@ -646,7 +665,8 @@ def main(argv: list[str] | None = None) -> None:
         work = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="arcticqa-faults-")))
         work.mkdir(parents=True, exist_ok=True)
         figures = run_faults(work, scale=args.scale, restart_at=args.restart_at, kill_at=args.kill_at,
-                             options=options, client_timeout_s=args.client_timeout, outage_s=args.outage)
+                             options=options, client_timeout_s=args.client_timeout, outage_s=args.outage,
+                             recover=not args.no_recover)
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2, default=str), encoding="utf-8")
 
