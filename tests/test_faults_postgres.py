@@ -78,9 +78,11 @@ def test_a_build_disturbed_by_a_restart_and_a_kill_ends_with_the_undisturbed_rel
     assert a["store"]["answered_rows"] == b["store"]["answered_rows"] == b["model"]["distinct_answered"] > 0
     assert "restart" in b["fault_at"], b["events"]
     assert all(p["exit"] == 0 for name, p in b["processes"].items() if name != "B-worker2"), b["processes"]
-    # a request answered twice is one whose first answer went to the killed process: none from the restart
-    kill = b["fault_at"].get("kill")
-    assert all(kill is not None and times[0] >= kill - 2.0 for times in b["model"]["twice_at"]), b["model"]["twice_at"]
+    # recover_in_flight on (the bench's default): what the killed process had in flight (when the kill
+    # came before the build ended) is looked up among the stand-in's stored completions, so no request
+    # reaches the model twice
+    assert b["model"]["twice_at"] == [], b["model"]["twice_at"]
+    assert b["store"]["sends_written"] >= b["store"]["answered_rows"]
 
 
 def test_a_build_whose_server_stays_away_stops_with_one_line(tmp_path: Path) -> None:
