@@ -493,8 +493,8 @@ def report(args: argparse.Namespace, funnel: Funnel, corpus: dict[str, Any], bui
         ("build wall", f"{wall:.1f} s"),
         ("floor the limits imply (whichever binds)", f"{floor:.1f} s, {binding} ({parts})"),
         ("wall / floor", f"{wall / floor:.2f}" if floor else "-"),
-        ("wall / (S2 floor + model floor)", f"{wall / (floors['s2'] + model_floor):.2f} (discovery ends before "
-                                            f"the first model call)"),
+        ("wall / (S2 floor + model floor)", f"{wall / (floors['s2'] + model_floor):.2f} (what it would be if no "
+                                            f"model call started before discovery ended)"),
         ("429s received", f"model {model['refused']} ({model['refused_rpm']} rpm, {model['refused_tpm']} tpm); "
                           f"S2 {s2['refused']}"),
         ("retries", f"model {store['retries']} attempts after a call's first ({_errors(store['errors'])}); "

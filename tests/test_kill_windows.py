@@ -3,8 +3,8 @@
 ``$ARCTICQA_TEST_EXIT_AFTER_COMMIT=k`` (``arcticqa/store/db.py``) makes the build process die
 with ``os._exit(137)`` right after its k-th write commit, as SIGKILL would: no cleanup, no
 flush. k runs from 1 until the build finishes first, so every window is hit once: after each
-discovery page, between the last page (marked done) and the papers' insert, after each
-``stage_run`` and each ``llm_call`` row. Each killed store is then resumed (``run_build`` with
+discovery page and after its papers' insert (the stages start on them while discovery goes on),
+after each ``stage_run`` and each ``llm_call`` row. Each killed store is then resumed (``run_build`` with
 ``discover=False``, what ``arcticqa resume`` runs) and must export byte-for-byte the reference
 release, with ``PRAGMA integrity_check`` ok, no duplicate rows, and no request sent again after
 its answer was stored. The killed build runs in a forked child to save an interpreter start per
@@ -110,11 +110,14 @@ def test_a_kill_after_every_commit_resumes_to_the_reference_release(tmp_path: Pa
     else:
         pytest.fail("the build never finished: the exit hook fired on every run")
     print(f"{len(windows)} commit boundaries killed and resumed")  # the figure docs/reliability.md quotes
-    # the boundaries really covered the build: discovery half done, discovery done but no paper
-    # added yet, papers added but no answer stored, and answers stored
+    # the boundaries really covered the build: discovery half done with no paper added, papers added
+    # while discovery still ran (the stages start on each page's papers), discovery done before any
+    # answer, papers added but no answer stored, and answers stored (a resume after the last page
+    # but before its papers were added: the test below)
     assert len(windows) >= 20, windows
     assert any(w["papers"] == 0 and not w["discovery_done"] for w in windows), windows
-    assert any(w["papers"] == 0 and w["discovery_done"] for w in windows), windows
+    assert any(w["papers"] > 0 and not w["discovery_done"] for w in windows), windows
+    assert any(w["discovery_done"] and w["answers"] == 0 for w in windows), windows
     assert any(w["papers"] > 0 and w["answers"] == 0 for w in windows), windows
     assert any(w["answers"] > 0 for w in windows), windows
 

@@ -28,7 +28,7 @@ from arcticqa.config import load_settings
 from arcticqa.pipeline.runner import frozen_heap, open_build_context
 from arcticqa.standins.server import FakeOpenAIServer
 from arcticqa.store.db import read_session, write_session
-from arcticqa.store.runs import HOST
+from arcticqa.store.runs import HOST, FinishedStep
 from arcticqa.store.store import Store
 from arcticqa.store.tables import StageRun, Worker, utcnow
 from tests.pipeline_fixtures import (
@@ -123,6 +123,26 @@ def test_concurrent_claims_on_sqlite_have_exactly_one_winner(tmp_path: Path) -> 
     store = Store(f"sqlite:///{tmp_path / 's.db'}")
     assert claim_race(store) == Counter({"claimed": 1, "held": 7})
     assert len([r for r in store.runs() if r.paper_id == "race"]) == 1
+
+
+def test_a_screened_batch_writes_only_what_no_live_worker_holds_or_did(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    live, me = store.register_worker(), store.register_worker()
+    with write_session(store.engine) as s:
+        s.add(Worker(id="gone", host=HOST, pid=_dead_pid()))
+    with write_session(store.engine) as s:
+        s.add(StageRun(paper_id="held", stage="prefilter", status="running", worker_id=live))
+        s.add(StageRun(paper_id="orphan", stage="prefilter", status="running", worker_id="gone"))
+        s.add(StageRun(paper_id="done", stage="prefilter", status="succeeded"))
+    steps = [FinishedStep(pid, "prefilter", "", input_hash="h", status="rejected", worker_id=me)
+             for pid in ("fresh", "held", "orphan", "done")]
+    claims = store.record_screened(steps, done=_done)
+    assert [c.status for c in claims] == ["claimed", "held", "claimed", "done"]
+    newest = {r.paper_id: (r.attempt, r.status, r.worker_id) for r in store.runs(stage="prefilter")}
+    assert newest == {"fresh": (1, "rejected", me), "held": (1, "running", live), "orphan": (2, "rejected", me),
+                      "done": (1, "succeeded", None)}
+    assert [c.status for c in store.record_screened(steps, done=lambda r: r.status != "running")] == \
+        ["done", "held", "done", "done"]
 
 
 def test_build_context_heartbeats_and_stops_its_worker(tmp_path: Path) -> None:

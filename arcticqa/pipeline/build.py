@@ -27,7 +27,7 @@ import multiprocessing
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -193,6 +193,34 @@ _RECHECK = ("claimed_elsewhere", "blocked")
 _LINGER_S = 1.0
 
 
+class _Arrivals:
+    """The papers discovery hands on while it runs (``on_papers`` of :func:`discover_papers`)."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[dict[str, Any] | None]
+        self._papers: list[str] = []
+        self._waiter: asyncio.Future[None] | None = None
+        #: papers whose family is written when discovery ends (preprints): a stage that reads
+        #: families leaves them waiting until then
+        self.unsettled: set[str] = set()
+
+    def add(self, papers: list[str], unsettled: set[str]) -> None:
+        self._papers.extend(papers)
+        self.unsettled |= unsettled
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def take(self) -> list[str]:
+        papers, self._papers = self._papers, []
+        return papers
+
+    def waiter(self) -> asyncio.Future[None]:
+        """Done when papers arrive."""
+        if self._waiter is None or self._waiter.done():
+            self._waiter = asyncio.get_running_loop().create_future()
+        return self._waiter
+
+
 @dataclass
 class _Lane:
     """One stage's queue in a pass: the papers the stage before passed, waiting for a batch."""
@@ -223,12 +251,34 @@ async def run_build(ctx: BuildContext, run_batch: RunBatch, *, resume: bool = Fa
     the other worker is counted once, as ``skipped``.
     """
     summary = BuildSummary(run_id=ctx.run_id)
-    summary.discovered = await discover_papers(ctx, only_unfinished=resume)
-    outcome: dict[str, dict[str, str]] = {spec.name: {} for spec in BUILD_STAGES}  # stage → paper → status
-    papers: Sequence[str] = ctx.store.paper_ids()
-    while papers:
+    # stage → paper → status of the papers that reached the stage; the others are counted
+    # ``blocked`` at the end, not held one entry a paper
+    outcome: dict[str, dict[str, str]] = {spec.name: {} for spec in BUILD_STAGES}
+    papers: Sequence[str] = ()
+    feed: _Arrivals | None = None
+    if resume:
+        summary.discovered = await discover_papers(ctx, only_unfinished=True)
+    else:
+        feed = _Arrivals()
+    papers = ctx.store.paper_ids()  # with discovery running: the papers of builds before
+    if feed is not None:
+        feed.task = asyncio.ensure_future(discover_papers(ctx, on_papers=feed.add))
+    reached = 0  # the papers of the first pass (later passes re-check some of them)
+    first = True
+    while papers or feed is not None:
         held: set[str] = set()
-        await _pass(ctx, run_batch, papers, max(parallelism, 1), summary, outcome, held)
+        try:
+            passed = await _pass(ctx, run_batch, papers, max(parallelism, 1), summary, outcome, held, feed)
+        finally:
+            if feed is not None and not feed.task.done():
+                feed.task.cancel()
+                await asyncio.gather(feed.task, return_exceptions=True)
+        if feed is not None:
+            summary.discovered = feed.task.result()
+            feed = None
+        if first:
+            reached, first = passed, False
+            blocked = not ctx.stopped  # the papers the first pass did not take to a stage
         # Another worker holds these papers (or held them and died). Waiting here means a worker
         # that finishes first does not report an incomplete build, and a dead worker's papers are
         # taken over (its ``running`` attempts are no longer live).
@@ -237,7 +287,10 @@ async def run_build(ctx: BuildContext, run_batch: RunBatch, *, resume: bool = Fa
         await asyncio.sleep(ctx.settings.build.claim_poll_s)
         papers = sorted(held)
     for spec in BUILD_STAGES:
-        summary.stages[spec.name] = dict(Counter(outcome[spec.name].values()))
+        counts = Counter(outcome[spec.name].values())
+        if not first and blocked and spec is not BUILD_STAGES[0] and reached > len(outcome[spec.name]):
+            counts["blocked"] += reached - len(outcome[spec.name])
+        summary.stages[spec.name] = dict(counts)
     summary.stopped = ctx.stopped
     budget = getattr(ctx.llm, "budget", None)
     summary.llm_spent_usd = float(getattr(budget, "spent_usd", 0.0))
@@ -245,19 +298,26 @@ async def run_build(ctx: BuildContext, run_batch: RunBatch, *, resume: bool = Fa
 
 
 async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], parallelism: int,
-                summary: BuildSummary, outcome: dict[str, dict[str, str]], held: set[str]) -> None:
+                summary: BuildSummary, outcome: dict[str, dict[str, str]], held: set[str],
+                feed: _Arrivals | None = None) -> int:
     """Every stage over ``papers``, the stages side by side: each stage's batches hold only the
     papers the stage before passed (most discovered papers stop at the prefilter), cut as soon
     as a batch is full, the stage before has finished, the waiting papers are as many as the
     stage has in flight (none, at first), or the oldest has waited :data:`_LINGER_S`. A stage
     has at most ``batch_size × parallelism`` papers in batches at once, so what a build holds
     depends on the batch size, not on the number of papers. With the Batch API (``build.batch``) a batch is cut only full or
-    at the end of the stage before, so each provider job holds a whole batch."""
+    at the end of the stage before, so each provider job holds a whole batch.
+
+    ``feed``: discovery is still running and hands on its papers as they arrive; the first
+    stage takes them as the stage before's, and a stage that reads families
+    (``needs_families``) waits until discovery has ended. Returns the number of papers the
+    pass took."""
     size = ctx.settings.build.batch_size
     room = size * parallelism
     eager = not ctx.settings.build.batch
     lanes = [_Lane(spec) for spec in BUILD_STAGES]
-    lanes[0].pending, lanes[0].upstream_done = list(papers), True
+    lanes[0].pending, lanes[0].upstream_done = list(papers), feed is None
+    taken = len(papers)
     running: dict[asyncio.Task[BatchReport], tuple[int, int, list[str]]] = {}
     recent: dict[str, deque[bool]] = {spec.name: deque(maxlen=size) for spec in BUILD_STAGES}
     loop = asyncio.get_running_loop()
@@ -267,7 +327,25 @@ async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], p
         while True:
             now = loop.time()
             wake: float | None = None
+            discovering = feed is not None and not feed.task.done()
+            if feed is not None:
+                arrived = feed.take()
+                if arrived:
+                    if not lanes[0].pending:
+                        lanes[0].since = now
+                    lanes[0].pending.extend(arrived)
+                    taken += len(arrived)
+                elif not discovering:
+                    feed.task.result()  # discovery's error ends the pass
+                    lanes[0].upstream_done = True
+                    feed = None
             for i, lane in enumerate(lanes):
+                waiting: list[str] = []
+                if discovering and lane.spec.needs_families and feed is not None:
+                    unsettled = feed.unsettled
+                    waiting = [pid for pid in lane.pending if pid in unsettled]
+                    if waiting:
+                        lane.pending = [pid for pid in lane.pending if pid not in unsettled]
                 while lane.pending and lane.in_flight < room and not ctx.stopped and failure is None:
                     full = len(lane.pending) >= size
                     ripe = eager and (len(lane.pending) >= lane.in_flight or now - lane.since >= _LINGER_S)
@@ -282,14 +360,21 @@ async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], p
                     task = asyncio.ensure_future(run_batch(lane.spec, ids))
                     running[task] = (i, lane.batches, ids)
                     lane.batches += 1
-            if not running:
+                if waiting:
+                    lane.pending[:0] = waiting
+            waits: set[asyncio.Future[Any]] = set(running)
+            if feed is not None:
+                waits |= {feed.task, feed.waiter()}
+            elif not running:
                 break
-            done, _ = await asyncio.wait(running, timeout=None if wake is None else max(wake - loop.time(), 0.0),
+            done, _ = await asyncio.wait(waits, timeout=None if wake is None else max(wake - loop.time(), 0.0),
                                          return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                i, batch_no, ids = running.pop(task)
+            for finished in done:
+                if finished not in running:
+                    continue
+                i, batch_no, ids = running.pop(cast(asyncio.Task[BatchReport], finished))
                 lane = lanes[i]
-                report = task.result()
+                report = finished.result()
                 lane.in_flight -= len(ids)
                 try:
                     _tally(ctx, lane.spec, batch_no, ids, report, summary, outcome, held, recent[lane.spec.name],
@@ -310,13 +395,7 @@ async def _pass(ctx: BuildContext, run_batch: RunBatch, papers: Sequence[str], p
             await asyncio.gather(*running, return_exceptions=True)
     if failure is not None:
         raise failure
-    if ctx.stopped:
-        return
-    for spec in BUILD_STAGES[1:]:  # not reached: its stage before did not pass it
-        seen = outcome[spec.name]
-        for pid in papers:
-            if pid not in seen:
-                seen[pid] = "blocked"
+    return taken
 
 
 def _tally(ctx: BuildContext, spec: StageSpec, batch_no: int, ids: list[str], report: BatchReport,

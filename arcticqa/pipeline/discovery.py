@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from sqlmodel import col, select
@@ -21,8 +21,10 @@ class StoreCheckpoint:
 
     source = "discovery"
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, on_page: Callable[[], None] | None = None) -> None:
         self.store = store
+        #: told after each page is recorded (the build starts the stages on its papers)
+        self.on_page = on_page
 
     def _last(self, key: str) -> DiscoveryPage | None:
         pages = self.store.discovery_pages(self.source, key)
@@ -46,6 +48,8 @@ class StoreCheckpoint:
         self.store.record_discovery_page(
             DiscoveryPage(source=self.source, query=key, page_no=page_no, token_in=token_in,
                           token_out=token_out, n_records=len(records), fetched_at=fetched_at), rows)
+        if self.on_page is not None:
+            self.on_page()
 
     def all_records(self) -> list[RawRecord]:
         """Every raw record ever discovered (all queries, all runs), in arrival order."""
@@ -54,14 +58,19 @@ class StoreCheckpoint:
     def iter_records(self, chunk: int = 1_000) -> Iterator[RawRecord]:
         """:meth:`all_records` read ``chunk`` rows at a time (one short read each, by id), so
         what is held is a chunk, not every record."""
-        last = 0
+        for _, record in self.iter_rows(chunk=chunk):
+            yield record
+
+    def iter_rows(self, after: int = 0, chunk: int = 1_000) -> Iterator[tuple[int, RawRecord]]:
+        """The raw records stored after row id ``after``, in arrival order, with their row ids."""
+        last = after
         while True:
             with read_session(self.store.engine) as s:
                 rows = s.exec(select(RawRecordRow.id, RawRecordRow.payload).where(col(RawRecordRow.id) > last)
                               .order_by(col(RawRecordRow.id)).limit(chunk)).all()
             if not rows:
                 return
-            last = int(rows[-1][0] or 0)
-            for _, payload in rows:
+            for row_id, payload in rows:
+                last = int(row_id or 0)
                 if payload:
-                    yield RawRecord.model_validate(payload)
+                    yield last, RawRecord.model_validate(payload)

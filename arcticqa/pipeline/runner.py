@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import gc
 import signal
 import threading
@@ -29,6 +30,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 from pydantic import BaseModel
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel
 
 from arcticqa.config import Settings
@@ -72,7 +74,7 @@ class StageResult:
     status: Literal["succeeded", "rejected"]
     output: BaseModel | dict[str, Any] | None = None
     rejections: list[Rejection] = field(default_factory=list)
-    evidence: list[SQLModel] = field(default_factory=list)
+    evidence: list[SQLModel | EvidenceValues] = field(default_factory=list)
     document: Document | None = None
     prompt_version: str | None = None
 
@@ -124,6 +126,9 @@ def shared_context(ctx: BuildContext) -> Iterator[BuildContext]:
 
 StageFn = Callable[[BuildContext, str], Awaitable[StageResult]]
 InputsFn = Callable[[BuildContext, str], Any]
+#: a stage that decides a whole batch at once from the store alone: paper id → (input hash,
+#: result) for the papers it decided; a paper it leaves out runs alone (``StageSpec.run``)
+ScreenFn = Callable[[BuildContext, Sequence[str]], dict[str, tuple[str, StageResult]]]
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,12 @@ class StageSpec:
     #: nothing but this process's CPU and the store gains nothing from more, and each paper it
     #: runs at once delays the other stages' papers running beside it on the same event loop
     concurrency: int | None = None
+    #: decides a batch in one read and one write (:func:`_screen_batch`) instead of a read, a
+    #: claim and a write per paper: for a stage that calls nothing outside this process
+    screen: ScreenFn | None = None
+    #: reads the papers' families, which are final only once discovery has ended: while it
+    #: runs, the stage's papers wait
+    needs_families: bool = False
 
 
 @dataclass
@@ -361,6 +372,8 @@ def _budget_scope(exc: BudgetExceeded) -> str:
 
 async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequence[str]) -> BatchReport:
     """Run one stage over a batch of papers concurrently (bounded by ``paper_concurrency``)."""
+    if spec.screen is not None:
+        return await _screen_batch(ctx, spec, spec.screen, paper_ids)
     report = BatchReport(stage=spec.name)
     # In batch mode every paper of the batch goes at once: their requests wait together in
     # the provider's job, so bounding papers would only split one job into several.
@@ -388,6 +401,70 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
             latest = ctx.store.latest_run(pid, spec.name)
             if latest is not None:
                 report.errors[pid] = f"{latest.error_class}: {latest.error_message}"
+    report.stopped = ctx.stopped
+    return report
+
+
+async def _screen_batch(ctx: BuildContext, spec: StageSpec, screen: ScreenFn,
+                        paper_ids: Sequence[str]) -> BatchReport:
+    """:func:`run_stage_batch` for a stage that decides a batch at once: one read of the newest
+    attempts, the decisions, one transaction that writes them finished (:meth:`Store.record_screened`:
+    it skips what another worker did or holds meanwhile). The papers it cannot decide so (not
+    in the store, an attempt running, the stage before not done, two PostgreSQL workers on the
+    same papers) run one at a time, claimed as any stage's."""
+    statuses: dict[str, str] = {}
+    alone: list[str] = list(paper_ids) if ctx.stopped else []
+    todo: list[str] = []
+    if not ctx.stopped:
+        stages = [spec.name] if spec.after is None else [spec.name, spec.after]
+        newest = ctx.store.newest_runs(paper_ids, stages)
+        for pid in paper_ids:
+            runs = newest.get(pid, {})
+            own = runs.get(spec.name)
+            if _stage_done(ctx, spec.name, own):
+                statuses[pid] = _SKIPPED_PASSED if own is not None and own.status == "succeeded" else "skipped"
+            elif (own is not None and own.status == "running") or (
+                    spec.after is not None and getattr(runs.get(spec.after), "status", None) != "succeeded"):
+                alone.append(pid)
+            else:
+                todo.append(pid)
+    decided = screen(ctx, todo) if todo else {}
+    started = utcnow()
+    steps = [FinishedStep(pid, spec.name, "", input_hash=h, status=result.status, output=result.output,
+                          rejections=result.rejections, evidence=result.evidence,
+                          prompt_version=result.prompt_version, run_id=ctx.run_id, worker_id=ctx.worker_id,
+                          started_at=started)
+             for pid in todo if pid in decided for h, result in (decided[pid],)]
+    alone.extend(pid for pid in todo if pid not in decided)
+    try:
+        claims = ctx.store.record_screened(steps, done=lambda r: _stage_done(ctx, spec.name, r))
+    except IntegrityError:
+        claims = []
+        alone.extend(step.paper_id for step in steps)
+    for step, claim in zip(steps, claims, strict=False):
+        if claim.status == "claimed":
+            statuses[step.paper_id] = step.status
+        elif claim.status == "done":
+            succeeded = claim.run is not None and claim.run.status == "succeeded"
+            statuses[step.paper_id] = _SKIPPED_PASSED if succeeded else "skipped"
+        else:
+            statuses[step.paper_id] = "claimed_elsewhere"
+    report = BatchReport(stage=spec.name)
+    passed_alone: set[str] = set()
+    if alone:
+        report = await run_stage_batch(ctx, dataclasses.replace(spec, screen=None), alone)
+        passed_alone, report.passed = set(report.passed), []
+    for pid in paper_ids:  # the batch's order, as run_stage_batch gives it
+        status = statuses.get(pid)
+        if status is None:
+            passed = pid in passed_alone
+        else:
+            passed = status in ("succeeded", _SKIPPED_PASSED)
+            status = "skipped" if status == _SKIPPED_PASSED else status
+            report.counts[status] += 1
+            report.statuses[pid] = status
+        if passed:
+            report.passed.append(pid)
     report.stopped = ctx.stopped
     return report
 

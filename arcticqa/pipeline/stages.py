@@ -7,6 +7,7 @@ is recorded on the attempt. ``BUILD_STAGES`` is the per-paper order the build ru
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,12 @@ from arcticqa.stages.eligibility import (
 )
 from arcticqa.stages.prefilter import (
     MetadataPolicy,
+    PrefilterDecision,
     load_metadata_policy,
     prefilter,
     server_filters_from_policy,
 )
+from arcticqa.store.runs import EvidenceValues, input_hash
 from arcticqa.store.tables import FetchRow, ItemRow, ScreeningDecision
 from arcticqa.text.fetch import pdf_cache_dir
 
@@ -59,8 +62,14 @@ def _paper(ctx: BuildContext, paper_id: str) -> PaperRecord:
 
 
 # -- discovery (batch level) ----------------------------------------------------------------------
-async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False) -> dict[str, Any] | None:
+async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False,
+                          on_papers: Callable[[list[str], set[str]], None] | None = None) -> dict[str, Any] | None:
     """Run discovery from the configured source into the store, then dedupe into papers.
+
+    ``on_papers`` (not with ``only_unfinished``): each page's new papers are added to the store
+    as it arrives and their ids handed to ``on_papers`` (the build's stages start on them) with
+    those whose family is written only once every record is in (:class:`_PaperFeed`); what is
+    stored at the end is the same either way.
 
     ``only_unfinished`` (resume): finish what a killed build left undone and nothing else: every
     configured query not yet marked done (a build killed before its first page has none done),
@@ -73,16 +82,22 @@ async def discover_papers(ctx: BuildContext, *, only_unfinished: bool = False) -
     options = DiscoveryOptions.from_settings(settings.discovery, server_filters=server_filters_from_policy(policy))
     source = settings.build.source
     queries = load_queries(settings.build.keywords_file) if source.strip() == "s2" else []
+    if on_papers is not None and not only_unfinished:
+        feed = _PaperFeed(ctx, on_papers)
+        result = await discover(queries, source=source, checkpoint=feed.checkpoint,
+                                options=options.model_copy(update={"keep_records": False}))
+        return feed.finish(source, records_this_run=result.recorded, complete=result.complete,
+                           failed=[o.query for o in result.failed])
     checkpoint = StoreCheckpoint(ctx.store)
     if only_unfinished:
         spec = parse_source(source)
         keys = {q: checkpoint_key(spec, q, options.server_filters) for q in queries} if queries \
             else {"": checkpoint_key(spec, None)}
         unfinished = [q for q, key in keys.items() if not checkpoint.is_done(key)]
-        if not unfinished and not _papers_missing(ctx, checkpoint):
+        if not unfinished and not _papers_missing(ctx, checkpoint) and not ctx.store.papers_without_family():
             return None
         queries = [q for q in unfinished if q]
-        if not unfinished:  # discovery finished, its papers were not all added
+        if not unfinished:  # discovery finished, its papers were not all added (or their families written)
             return _add_discovered(ctx, checkpoint, source, records_this_run=0, complete=True, failed=[])
     result = await discover(queries, source=source, checkpoint=checkpoint,
                             options=options.model_copy(update={"keep_records": False}))
@@ -132,9 +147,76 @@ def _add_discovered(ctx: BuildContext, checkpoint: StoreCheckpoint, source: str,
             added += ctx.store.add_papers(chunk)
             chunk = []
     added += ctx.store.add_papers(chunk) if chunk else 0
+    # a build stopped while discovery ran (:class:`_PaperFeed`) may have left families unwritten
+    ctx.store.set_families({pid: family_of[pid] for pid in ctx.store.papers_without_family() if pid in family_of})
     return {"source": source, "complete": complete, "records_this_run": records_this_run,
             "failed_queries": failed, "kept": dedup.kept,
             "duplicates": dedup.duplicates, "invalid": dedup.invalid, "new_papers": added}
+
+
+class _PaperFeed:
+    """Discovered records deduplicated into papers page by page, as discovery stores them.
+
+    A record is a duplicate of the first kept paper it matches, in arrival order, so what
+    :func:`_add_discovered` decides after the last page is known at each record's arrival, and
+    its paper is added to the store then. So is its family, unless it is a preprint (a published
+    version found later takes it in): those are added without one, listed in ``unsettled``, and
+    :meth:`finish` writes their families once discovery has ended; until then the stages that
+    read a paper's family (construct) leave them waiting."""
+
+    def __init__(self, ctx: BuildContext, on_papers: Callable[[list[str], set[str]], None]) -> None:
+        self.ctx, self.on_papers = ctx, on_papers
+        self.checkpoint = StoreCheckpoint(ctx.store, on_page=self.take)
+        self.dedup = Deduplicator()
+        self.stored = set(ctx.store.paper_ids(include_duplicates=True))
+        self.last_row = 0
+        self.added = 0
+        #: the kept papers whose family is known only at the end: this run's preprints, and any a
+        #: build stopped while its discovery ran left without one
+        self.unsettled: set[str] = set(ctx.store.papers_without_family())
+        if self.unsettled:
+            on_papers([], set(self.unsettled))
+
+    def take(self) -> None:
+        """Deduplicate the records stored since the last call, add their new papers, hand on
+        the kept ones (sorted, as :meth:`Store.paper_ids` gives them)."""
+        chunk: list[tuple[PaperRecord, dict[str, Any]]] = []
+        kept: list[str] = []
+        for row_id, raw in self.checkpoint.iter_rows(after=self.last_row):
+            self.last_row = row_id
+            match = self.dedup.add(raw)
+            if raw.paper is None or raw.paper.paperId in self.stored:
+                continue
+            paper = raw.paper
+            pid = paper.paperId
+            self.stored.add(pid)
+            duplicate_of = match[0] if match and match[0] != pid else None
+            family = None
+            if match is None:
+                kept.append(pid)
+                family = self.dedup.settled_family()
+                if family is None:
+                    self.unsettled.add(pid)
+            local = resolve_local_pdf(raw)
+            if local is not None:
+                paper = paper.model_copy(update={"localPdf": str(local)})
+            chunk.append((paper, {"family_id": family, "duplicate_of": duplicate_of, "source": raw.origin}))
+            if len(chunk) >= _ADD_CHUNK:
+                self.added += self.ctx.store.add_papers(chunk)
+                chunk = []
+        self.added += self.ctx.store.add_papers(chunk) if chunk else 0
+        if kept:
+            self.on_papers(sorted(kept), self.unsettled.intersection(kept))
+
+    def finish(self, source: str, *, records_this_run: int, complete: bool, failed: list[str]) -> dict[str, Any]:
+        """The last records, then every added paper's family; the summary :func:`_add_discovered` gives."""
+        self.take()
+        family_of = self.dedup.families()
+        self.ctx.store.set_families({pid: family_of[pid] for pid in self.unsettled if pid in family_of})
+        self.unsettled.clear()
+        return {"source": source, "complete": complete, "records_this_run": records_this_run,
+                "failed_queries": failed, "kept": self.dedup.kept, "duplicates": self.dedup.duplicates,
+                "invalid": self.dedup.invalid, "new_papers": self.added}
 
 
 # -- prefilter ----------------------------------------------------------------------------------
@@ -144,10 +226,29 @@ def _prefilter_inputs(ctx: BuildContext, pid: str) -> Any:
 
 async def _prefilter(ctx: BuildContext, pid: str) -> StageResult:
     policy = _metadata_policy(ctx.settings.policies.metadata)
-    decision = prefilter(_paper(ctx, pid), policy)
-    row = ScreeningDecision(stage="prefilter", decision=decision.disposition, rule_ids=decision.rule_ids,
-                            policy_hash=decision.policy_sha256, payload=decision.model_dump(mode="json"),
-                            stage_run_id=0, paper_id=pid)
+    return _prefilter_result(pid, prefilter(_paper(ctx, pid), policy))
+
+
+def _prefilter_batch(ctx: BuildContext, pids: Sequence[str]) -> dict[str, tuple[str, StageResult]]:
+    """The prefilter over a batch (``StageSpec.screen``): the records in one read, the policy's
+    hash once. A paper not stored, or whose record the policy cannot judge, is left out: it
+    runs alone and its attempt says why it failed."""
+    policy = _metadata_policy(ctx.settings.policies.metadata)
+    policy_sha256 = policy.sha256
+    decided: dict[str, tuple[str, StageResult]] = {}
+    for pid, paper in ctx.store.get_papers(pids).items():
+        try:
+            decision = prefilter(paper, policy, policy_sha256=policy_sha256)
+        except Exception:  # noqa: BLE001 - left for the paper's own attempt, which records the error
+            continue
+        decided[pid] = (input_hash({"paper": paper, "policy": policy_sha256}), _prefilter_result(pid, decision))
+    return decided
+
+
+def _prefilter_result(pid: str, decision: PrefilterDecision) -> StageResult:
+    row = EvidenceValues(ScreeningDecision, {
+        "stage": "prefilter", "decision": decision.disposition, "rule_ids": decision.rule_ids,
+        "policy_hash": decision.policy_sha256, "payload": decision.model_dump(mode="json"), "paper_id": pid})
     return StageResult(status="succeeded" if decision.disposition == "pass" else "rejected",
                        output=decision, rejections=list(decision.rejections), evidence=[row])
 
@@ -272,10 +373,10 @@ async def _construct(ctx: BuildContext, pid: str) -> StageResult:
 BUILD_STAGES: list[StageSpec] = [
     # the metadata policy and the store only: a few papers at once keep the model stages beside it
     # answered promptly (most discovered papers pass through here alone)
-    StageSpec("prefilter", _prefilter, _prefilter_inputs, after=None, concurrency=4),
+    StageSpec("prefilter", _prefilter, _prefilter_inputs, after=None, concurrency=4, screen=_prefilter_batch),
     StageSpec("fetch_fulltext", _fetch, _fetch_inputs, after="prefilter"),
     StageSpec("extract_text", _extract, _extract_inputs, after="fetch_fulltext"),
     StageSpec("eligibility", _eligibility, _eligibility_inputs, after="extract_text"),
-    StageSpec("construct", _construct, _construct_inputs, after="eligibility"),
+    StageSpec("construct", _construct, _construct_inputs, after="eligibility", needs_families=True),
 ]
 

@@ -562,6 +562,13 @@ class Deduplicator:
         """Kept paper id → family id, once every record is added."""
         return _families(self._kept)
 
+    def settled_family(self) -> str | None:
+        """The family of the paper the last :meth:`add` kept, if no later record can change it;
+        None for a preprint with a title key (a published version found later takes it in). A
+        paper that is not a preprint anchors its own family, which preprints join."""
+        last = self._kept[-1]
+        return None if last.title and last.preprint else family_id_for(last.paperId)
+
 
 def deduplicate(records: list[RawRecord]) -> DedupResult:
     """Collapse raw records to papers, then group preprint/published pairs into families.

@@ -300,8 +300,10 @@ class PrefilterDecision(BaseModel):
         return [r.rule_id for r in self.rejections]
 
 
-def prefilter(paper: PaperRecord, policy: MetadataPolicy) -> PrefilterDecision:
-    """Apply every policy rule to ``paper``; ``reject`` if any rule fires."""
+def prefilter(paper: PaperRecord, policy: MetadataPolicy, *, policy_sha256: str | None = None) -> PrefilterDecision:
+    """Apply every policy rule to ``paper``; ``reject`` if any rule fires. ``policy_sha256``:
+    ``policy.sha256``, when the caller screens many papers with one policy (hashing it costs
+    more than most papers' rules)."""
     rejections: list[Rejection] = []
     title = (paper.title or "").strip()
     abstract = (paper.abstract or "").strip()
@@ -363,5 +365,5 @@ def prefilter(paper: PaperRecord, policy: MetadataPolicy) -> PrefilterDecision:
 
     return PrefilterDecision(
         paper_id=paper.paperId, disposition="reject" if rejections else "pass",
-        rejections=rejections, policy_version=policy.version, policy_sha256=policy.sha256,
+        rejections=rejections, policy_version=policy.version, policy_sha256=policy_sha256 or policy.sha256,
         language=language, arctic_keywords=hits)

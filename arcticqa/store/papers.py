@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam
+from sqlalchemy import bindparam, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
@@ -29,6 +29,9 @@ _PAPER_T = Paper.__table__  # type: ignore[attr-defined]
 _DOCUMENT_T = DocumentRow.__table__  # type: ignore[attr-defined]
 _ITEM_T = ItemRow.__table__  # type: ignore[attr-defined]
 _PAPER = select(_PAPER_T).where(_PAPER_T.c.paper_id == bindparam("paper_id"))
+_RECORDS = select(_PAPER_T.c.paper_id, _PAPER_T.c.record).where(
+    _PAPER_T.c.paper_id.in_(bindparam("papers", expanding=True)))
+_SET_FAMILY = update(_PAPER_T).where(_PAPER_T.c.paper_id == bindparam("b_paper_id"))
 _NEWEST_DOCUMENT = select(_DOCUMENT_T.c.payload).where(
     _DOCUMENT_T.c.paper_id == bindparam("paper_id")).order_by(_DOCUMENT_T.c.id.desc()).limit(1)
 _FAMILY_ITEMS = select(_ITEM_T.c.item_id).where(_ITEM_T.c.family_id == bindparam("family_id")).order_by(
@@ -66,6 +69,23 @@ class PaperArchive:
         return 0
 
     @reconnecting
+    def papers_without_family(self) -> list[str]:
+        """Kept papers (not duplicates) whose family is not written yet: a build stopped while its
+        discovery ran left them (preprints' families are written once every record is in)."""
+        with read_session(self.engine) as s:
+            return list(s.exec(select(Paper.paper_id).where(col(Paper.family_id).is_(None),
+                                                            col(Paper.duplicate_of).is_(None))).all())
+
+    @reconnecting
+    def set_families(self, family_of: dict[str, str]) -> None:
+        """Write the papers' family ids (paper id → family id), once discovery has seen every record."""
+        if not family_of:
+            return
+        with write_session(self.engine) as s:
+            s.connection().execute(_SET_FAMILY, [{"b_paper_id": pid, "family_id": family}
+                                                 for pid, family in family_of.items()])
+
+    @reconnecting
     def add_raw_records(self, rows: Sequence[RawRecord]) -> None:
         with write_session(self.engine) as s:
             s.add_all(list(rows))
@@ -83,6 +103,15 @@ class PaperArchive:
         with read_session(self.engine) as s:
             row = s.get(Paper, paper_id)
             return PaperRecord.model_validate(row.record) if row and row.record else None
+
+    @reconnecting
+    def get_papers(self, paper_ids: Sequence[str]) -> dict[str, PaperRecord]:
+        """The records of the papers given that are stored (one query): paper id → record."""
+        if not paper_ids:
+            return {}
+        with self.engine.connect() as conn:
+            return {row.paper_id: PaperRecord.model_validate(row.record)
+                    for row in conn.execute(_RECORDS, {"papers": list(paper_ids)}) if row.record}
 
     @reconnecting
     def paper_row(self, paper_id: str) -> Paper | None:

@@ -79,6 +79,13 @@ _STATUS_COUNTS = select(_RUN.c.stage, _RUN.c.status, func.count()).where(
     ~select(_LATER.c.id).where(_LATER.c.paper_id == _RUN.c.paper_id, _LATER.c.stage == _RUN.c.stage,
                                _LATER.c.subject == _RUN.c.subject, _LATER.c.attempt > _RUN.c.attempt).exists()
 ).group_by(_RUN.c.stage, _RUN.c.status).order_by(_RUN.c.stage, _RUN.c.status)
+#: the same for many papers (a screening stage's batch)
+_NEWEST_RUNS_OF = select(_RUN).where(
+    _RUN.c.paper_id.in_(bindparam("papers", expanding=True)), _RUN.c.subject == bindparam("subject"),
+    _RUN.c.stage.in_(bindparam("stages", expanding=True)),
+    _RUN.c.attempt == select(func.max(_OLDER.c.attempt)).where(
+        _OLDER.c.paper_id == _RUN.c.paper_id, _OLDER.c.stage == _RUN.c.stage,
+        _OLDER.c.subject == _RUN.c.subject).scalar_subquery())
 _LAST_ATTEMPTS = select(_RUN.c.paper_id, _RUN.c.stage, _RUN.c.subject, func.max(_RUN.c.attempt).label("attempt")).where(
     _RUN.c.paper_id.in_(bindparam("papers", expanding=True))).group_by(_RUN.c.paper_id, _RUN.c.stage, _RUN.c.subject)
 _CLOSE_RUN = update(_RUN).where(_RUN.c.id == bindparam("b_id"))  # SET takes the columns given
@@ -373,6 +380,20 @@ class RunLog:
             return {row.stage: StageRun(**row._mapping) for row in rows}
 
     @reconnecting
+    def newest_runs(self, paper_ids: Sequence[str], stages: Sequence[str],
+                    subject: str = "") -> dict[str, dict[str, StageRun]]:
+        """:meth:`latest_runs` for many papers in one query: paper → stage → newest attempt."""
+        newest: dict[str, dict[str, StageRun]] = {}
+        if not paper_ids:
+            return newest
+        with self.engine.connect() as conn:
+            rows = conn.execute(_NEWEST_RUNS_OF, {"papers": list(paper_ids), "subject": subject,
+                                                  "stages": list(stages)})
+            for row in rows:
+                newest.setdefault(row.paper_id, {})[row.stage] = StageRun(**row._mapping)
+        return newest
+
+    @reconnecting
     def start_run(self, paper_id: str, stage: str, subject: str, *, input_hash: str,
                   run_id: str | None = None, prompt_version: str | None = None) -> StageRun:
         with write_session(self.engine) as s:
@@ -525,6 +546,44 @@ class RunLog:
                     _close(conn, outcome)
                     ids.append(cast(int, outcome.run.id))
         return ids
+
+    @reconnecting
+    def record_screened(self, steps: Sequence[FinishedStep], *, done: Callable[[StageRun], bool]) -> list[Claim]:
+        """Finished attempts of a stage that decides a batch at once (the prefilter), in one
+        transaction: each is written unless the newest attempt of its (paper, stage, subject)
+        is ``done`` or ``running`` in a live worker. Per step, in order: ``claimed`` (written;
+        ``run`` is None), ``done`` or ``held`` with the newest attempt.
+
+        What :meth:`claim_run` and :meth:`record_run` do for one attempt, for a batch with one
+        read and one write instead of two writes and a read per paper. On PostgreSQL two workers
+        writing the same attempt number get an ``IntegrityError`` for the whole batch, which the
+        caller takes as "decide these one at a time".
+        """
+        if not steps:
+            return []
+        stages = sorted({step.stage for step in steps})
+        subjects = {step.subject for step in steps}
+        if len(subjects) != 1:
+            raise ValueError("record_screened takes the steps of one subject")
+        claims: list[Claim] = []
+        with write_connection(self.engine) as conn:
+            newest: dict[tuple[str, str], StageRun] = {}
+            for row in conn.execute(_NEWEST_RUNS_OF, {"papers": sorted({step.paper_id for step in steps}),
+                                                      "subject": subjects.pop(), "stages": stages}):
+                newest[(row.paper_id, row.stage)] = StageRun(**row._mapping)
+            todo: list[FinishedStep] = []
+            for step in steps:
+                last = newest.get((step.paper_id, step.stage))
+                if last is not None and done(last):
+                    claims.append(Claim("done", last))
+                elif last is not None and last.status == "running" and self.run_is_live(last, conn):
+                    claims.append(Claim("held", last))
+                else:
+                    claims.append(Claim("claimed", None))
+                    todo.append(step)
+            if todo:
+                _insert_steps(conn, todo)
+        return claims
 
     @reconnecting
     def runs(self, *, stage: str | None = None, status: str | None = None,
