@@ -3,6 +3,7 @@ buckets answered with 429 + Retry-After, its latency and faults, and Semantic Sc
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Mapping
@@ -170,3 +171,17 @@ def test_s2_stand_in_refuses_beyond_its_rate_with_retry_after() -> None:
             assert second.status_code == 200 and second.json()["data"][0]["paperId"] == "p1000"
         assert s2.counts() == {"received": 3, "refused": 1, "pages": 2}
         assert s2.requests == []  # keep_requests=False: counted, not kept
+
+
+def test_the_scripted_model_answers_a_finding_request_whose_prompt_holds_no_methods_span() -> None:
+    from arcticqa.standins.scripted import ScriptedModel
+
+    # a long rehearsal paper's prompt held its results span but no methods span: the stand-in raised
+    # StopIteration in its handler and the connection dropped, so the paper's build failed
+    body = {"messages": [{"role": "user", "content": "Spans:\n[sp-0a1b] (results) Mean sea-ice thickness at the "
+                                                     "Fram Strait mooring decreased by 12% from 2010 to 2020."}]}
+    reply = ScriptedModel()(body, {"X-Arcticqa-Role": "finding_extractor"})
+    assert isinstance(reply, Reply) and reply.content is not None
+    finding = json.loads(reply.content)["findings"][0]
+    assert finding["span_ids"] == ["sp-0a1b"] and finding["scope_span_ids"] == ["sp-0a1b"]
+    assert finding["answer"] == "12%"
