@@ -79,14 +79,19 @@ def test_the_arithmetic_on_a_hand_computed_case(tmp_path: Path) -> None:
     assert wall.concurrency == 4 and wall.by_latency.mid == pytest.approx(27.0)
     # 1,000 papers over 2 queries: one page each, 2 pages at 0.5/s
     assert est.s2_pages == 2 and est.discovery_s.mid == pytest.approx(4.0)
-    assert est.wall_s.mid == pytest.approx(104.0) and est.binding == "m: requests ÷ RPM"
+    # the stages start on each page's papers, so discovery (4 s, then one paper's 2 s chain) overlaps them
+    assert est.wall_s.mid == pytest.approx(100.0) and est.binding == "m: requests ÷ RPM"
     # a pilot's pace: 10 ms of local stages per discovered paper, and 2% of calls timed out, so the
     # slowest paper waits the client's timeout (120 s) with probability 1 - e^-(50 × 0.02)
     paced = estimate(settings, papers=1000, funnel=funnel, profiles=profiles, latency_s=2.0, s2_queries=2,
                      s2_rate=0.5, local_s_per_paper=0.01, timeout_share=0.02)
     assert paced.local_s.mid == pytest.approx(10.0)
-    # the local stages run beside the model stages: the longer of the two counts, after discovery
-    assert paced.wall_s.mid == pytest.approx(4.0 + max(10.0, 100.0 + 120.0 * (1 - math.exp(-1.0))))
+    # the local stages run beside the model stages and discovery: the longest counts
+    assert paced.wall_s.mid == pytest.approx(max(4.0 + 2.0, 10.0, 100.0 + 120.0 * (1 - math.exp(-1.0))))
+    # a slow Semantic Scholar binds: 400 s of pages, then the last page's paper's one-call chain
+    slow = estimate(settings, papers=1000, funnel=funnel, profiles=profiles, latency_s=2.0, s2_queries=2,
+                    s2_rate=0.005)
+    assert slow.wall_s.mid == pytest.approx(400.0 + 2.0) and slow.binding == "S2 pages ÷ rate"
     # a call's latency spread of 1 s makes the slowest of 50 one-call chains longer by √(2 ln 50) s
     spread = estimate(settings, papers=1000, funnel=funnel, profiles=profiles, latency_s=2.0, s2_queries=2,
                       s2_rate=0.5, latency_sd=1.0)

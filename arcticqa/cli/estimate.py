@@ -66,7 +66,7 @@ def render_estimate(est: Estimate, why: str) -> list[str]:
         lines.append(f"  discovery: {est.s2_pages:,} Semantic Scholar pages at {rate}: {_rt(est.discovery_s)}")
     if est.local_s.mid:
         lines.append(f"  local stages before construct (the store's pace): {_rt(est.local_s)}")
-    lines.append(f"  wall time: {_rt(est.wall_s)} (discovery, then the model stages; bound by {est.binding})")
+    lines.append(f"  wall time: {_rt(est.wall_s)} (the stages start on each discovery page; bound by {est.binding})")
     lines += [f"  assuming {a}" for a in est.assumptions]
     return lines
 

@@ -19,8 +19,9 @@ The per-role figures come from the store's ``llm_call`` history (SQL aggregates,
 for every role with :data:`MIN_STORE_CALLS` answered calls, else from a :class:`Profile` table
 measured on the sample corpus (``data/estimate/sample-corpus.json``; :func:`measure_profile`).
 
-Wall time is discovery (S2 pages ÷ rate; discovery ends before the first stage starts) plus the
-largest of, per model config, tokens ÷ TPM, requests ÷ RPM, and calls × latency ÷ concurrency plus
+Wall time is the largest of: discovery (S2 pages ÷ rate) and then one eligible paper's chain of
+calls (the stages start on each page's papers as it arrives, so only the last page's papers wait
+for discovery to end); and, per model config, tokens ÷ TPM, requests ÷ RPM, and calls × latency ÷ concurrency plus
 the slowest eligible paper's chain of calls (construct's calls for a paper run one after the
 other). The spread of a call's latency makes the slowest chain longer, and a call left unanswered
 makes its paper wait the client's timeout: a store that has built (a pilot) measured both, and
@@ -573,7 +574,8 @@ def estimate(settings: Settings, *, papers: int, funnel: Funnel, profiles: Mappi
         assumptions.append(f"{timeout_share:.2%} of calls time out, so the slowest paper may wait a client timeout")
     return Estimate(papers=papers, funnel=funnel, fulltext=fulltext, eligible=eligible, roles=roles, models=walls,
                     s2_pages=pages, s2_rate=s2_rate, discovery_s=discovery_s, local_s=local_s, model_s=model_s,
-                    wall_s=discovery_s + Range.maximum(local_s, model_s), binding=binding, latency_s=latency_s,
+                    wall_s=Range.maximum(discovery_s + chain * latency_s, local_s, model_s), binding=binding,
+                    latency_s=latency_s,
                     assumptions=assumptions)
 
 
