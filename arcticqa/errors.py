@@ -45,6 +45,7 @@ __all__ = [
     "OutputError",
     "StoreError",
     "StoreMissing",
+    "StoreUnavailable",
     "LLMError",
     "LLMTransportError",
     "LLMOutputError",
@@ -98,6 +99,11 @@ class OutputError(InputError):
 
 class StoreError(ArcticQAError):
     """The evidence store cannot be opened, migrated or written."""
+
+
+class StoreUnavailable(StoreError):
+    """The store's server went away and did not come back within ``store.busy_timeout_s`` (or
+    reconnecting is off): nothing can be written, so writers stop rather than retry one by one."""
 
 
 class StoreMissing(StoreError):

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 
+from arcticqa.errors import StoreUnavailable
 from arcticqa.store.runs import ClosedAttempt, FinishedStep
 from arcticqa.store.store import Store
 
@@ -57,6 +58,12 @@ class OutcomeWriter:
             return
         try:
             ids = self.store.record_outcomes([outcome for outcome, _ in group])
+        except StoreUnavailable as exc:
+            # the server is gone: writing each alone would fail the same way, once per outcome
+            for _, future in group:
+                if not future.done():
+                    future.set_exception(exc)
+            return
         except Exception as exc:  # noqa: BLE001 - one bad outcome must fail only its own caller
             _log.warning("%d attempt outcomes could not be written together (%s: %s); writing each alone",
                          len(group), type(exc).__name__, exc)

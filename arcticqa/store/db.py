@@ -8,7 +8,7 @@ through :func:`write_session`, which on SQLite starts ``BEGIN IMMEDIATE``: measu
 A database server may go away for a moment (a restart, a failover) while a build runs. Every
 store method is one transaction and is wrapped in :func:`reconnecting`: when the connection is
 lost or the server refuses connections, the method runs again from the start once the server
-answers, for up to the store's ``busy_timeout_s``; after that it raises :class:`StoreError`,
+answers, for up to the store's ``busy_timeout_s``; after that it raises :class:`~arcticqa.errors.StoreUnavailable`,
 one line naming the store and the driver's reason. A transaction cut off before its commit was
 rolled back by the server, so running it again writes it once. Pooled connections are checked
 before use (``pool_pre_ping``), so the first statement after a restart does not meet a dead one.
@@ -32,7 +32,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlmodel import Session, create_engine
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from arcticqa.errors import StoreError
+from arcticqa.errors import StoreUnavailable
 
 __all__ = ["make_engine", "write_session", "write_connection", "read_session", "is_sqlite",
            "EXIT_AFTER_COMMIT_ENV", "reconnecting", "is_disconnect", "retrying_after_disconnect"]
@@ -93,7 +93,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def reconnecting(method: F) -> F:
     """Run a store method (one transaction) again when the database connection is lost, until the
-    server answers or the store's ``reconnect_s`` has passed; then raise :class:`StoreError`.
+    server answers or the store's ``reconnect_s`` has passed; then raise :class:`~arcticqa.errors.StoreUnavailable`.
 
     The first run costs one ``try``: the retry machinery starts only after a disconnect.
     """
@@ -116,11 +116,11 @@ def _run_again(store: Any, method: Callable[..., Any], first: DBAPIError, args: 
     url = store.engine.url.render_as_string(hide_password=True)
     gave_up = getattr(store, "_gave_up_at", None)
     if window <= 0:
-        raise StoreError(f"the store at {url} is unreachable: {_reason(first)}") from first
+        raise StoreUnavailable(f"the store at {url} is unreachable: {_reason(first)}") from first
     if gave_up is not None and time.monotonic() - gave_up[0] < window:
         # once a wait ran out, the store is down: the calls on the way out (closing open attempts,
         # stopping the worker) fail at once, with the same line, instead of waiting a window each
-        raise StoreError(gave_up[1]) from first
+        raise StoreUnavailable(gave_up[1]) from first
     started = time.monotonic()
     token = _retrying.set(True)
     try:
@@ -140,10 +140,10 @@ def _run_again(store: Any, method: Callable[..., Any], first: DBAPIError, args: 
         message = (f"the store at {url} did not answer for {time.monotonic() - started:.0f} s "
                    f"(store.busy_timeout_s): {_reason(exc)}")
         store._gave_up_at = (time.monotonic(), message)
-        raise StoreError(message) from exc
+        raise StoreUnavailable(message) from exc
     finally:
         _retrying.reset(token)
-    raise StoreError(f"the store at {url} is unreachable: {_reason(first)}")  # not reached: Retrying returns or raises
+    raise StoreUnavailable(f"the store at {url} is unreachable: {_reason(first)}")  # not reached: Retrying returns or raises
 
 
 def _reason(exc: DBAPIError) -> str:
