@@ -12,6 +12,7 @@ real base class, and that every public exception class of ``arcticqa`` is define
     ├── InputError                    exit 2
     │   └── OutputError               exit 2
     ├── StoreError                    exit 1
+    │   ├── StoreUnavailable          exit 1
     │   └── StoreMissing              exit 2
     ├── LLMError                      exit 1
     │   ├── LLMTransportError
