@@ -311,12 +311,30 @@ def claimed_attempt() -> StageRun | None:
 _SKIPPED_PASSED = "skipped:succeeded"
 
 
+def _skipped(run: StageRun | None) -> str:
+    """The status of a paper whose stage is already done: skipped, and passed on when it succeeded."""
+    return _SKIPPED_PASSED if run is not None and run.status == "succeeded" else "skipped"
+
+
+def _tally(ctx: BuildContext, spec: StageSpec, report: BatchReport, pid: str, status: str) -> None:
+    """Count one paper's status in ``report`` (a failure with its recorded error)."""
+    if status in ("succeeded", _SKIPPED_PASSED):
+        report.passed.append(pid)
+        status = "skipped" if status == _SKIPPED_PASSED else status
+    report.counts[status] += 1
+    report.statuses[pid] = status
+    if status == "failed":
+        latest = ctx.store.latest_run(pid, spec.name)
+        if latest is not None:
+            report.errors[pid] = f"{latest.error_class}: {latest.error_message}"
+
+
 async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str, limit: asyncio.Semaphore) -> str:
     async with limit:
         newest = ctx.store.latest_runs(paper_id, [spec.name] if spec.after is None else [spec.name, spec.after])
         own = newest.get(spec.name)
         if _stage_done(ctx, spec.name, own):  # read-only fast path: no write lock for done work
-            return _SKIPPED_PASSED if own is not None and own.status == "succeeded" else "skipped"
+            return _skipped(own)
         if spec.after is not None:
             upstream = newest.get(spec.after)
             if upstream is None or upstream.status != "succeeded":
@@ -329,7 +347,7 @@ async def _run_one(ctx: BuildContext, spec: StageSpec, paper_id: str, limit: asy
                                     run_id=ctx.run_id, worker_id=ctx.worker_id,
                                     done=lambda r: _stage_done(ctx, spec.name, r))
         if claim.status == "done":
-            return _SKIPPED_PASSED if claim.run is not None and claim.run.status == "succeeded" else "skipped"
+            return _skipped(claim.run)
         if claim.status == "held" or claim.run is None:
             return "claimed_elsewhere"
         run = claim.run
@@ -392,15 +410,7 @@ async def run_stage_batch(ctx: BuildContext, spec: StageSpec, paper_ids: Sequenc
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     for pid, status in zip(paper_ids, statuses, strict=True):
-        if status in ("succeeded", _SKIPPED_PASSED):
-            report.passed.append(pid)
-            status = "skipped" if status == _SKIPPED_PASSED else status
-        report.counts[status] += 1
-        report.statuses[pid] = status
-        if status == "failed":
-            latest = ctx.store.latest_run(pid, spec.name)
-            if latest is not None:
-                report.errors[pid] = f"{latest.error_class}: {latest.error_message}"
+        _tally(ctx, spec, report, pid, status)
     report.stopped = ctx.stopped
     return report
 
@@ -422,7 +432,7 @@ async def _screen_batch(ctx: BuildContext, spec: StageSpec, screen: ScreenFn,
             runs = newest.get(pid, {})
             own = runs.get(spec.name)
             if _stage_done(ctx, spec.name, own):
-                statuses[pid] = _SKIPPED_PASSED if own is not None and own.status == "succeeded" else "skipped"
+                statuses[pid] = _skipped(own)
             elif (own is not None and own.status == "running") or (
                     spec.after is not None and getattr(runs.get(spec.after), "status", None) != "succeeded"):
                 alone.append(pid)
@@ -445,8 +455,7 @@ async def _screen_batch(ctx: BuildContext, spec: StageSpec, screen: ScreenFn,
         if claim.status == "claimed":
             statuses[step.paper_id] = step.status
         elif claim.status == "done":
-            succeeded = claim.run is not None and claim.run.status == "succeeded"
-            statuses[step.paper_id] = _SKIPPED_PASSED if succeeded else "skipped"
+            statuses[step.paper_id] = _skipped(claim.run)
         else:
             statuses[step.paper_id] = "claimed_elsewhere"
     report = BatchReport(stage=spec.name)
@@ -456,14 +465,9 @@ async def _screen_batch(ctx: BuildContext, spec: StageSpec, screen: ScreenFn,
         passed_alone, report.passed = set(report.passed), []
     for pid in paper_ids:  # the batch's order, as run_stage_batch gives it
         status = statuses.get(pid)
-        if status is None:
-            passed = pid in passed_alone
-        else:
-            passed = status in ("succeeded", _SKIPPED_PASSED)
-            status = "skipped" if status == _SKIPPED_PASSED else status
-            report.counts[status] += 1
-            report.statuses[pid] = status
-        if passed:
+        if status is not None:
+            _tally(ctx, spec, report, pid, status)
+        elif pid in passed_alone:  # counted by the run of the papers left alone
             report.passed.append(pid)
     report.stopped = ctx.stopped
     return report
