@@ -16,7 +16,7 @@ from arcticqa.papers import PaperRecord
 from arcticqa.pipeline.discovery import StoreCheckpoint
 from arcticqa.pipeline.runner import BuildContext, StageResult, StageSpec, StoreStepRunner, claimed_attempt
 from arcticqa.rules import rule
-from arcticqa.sources import resolve_local_pdf
+from arcticqa.sources import RawRecord, resolve_local_pdf
 from arcticqa.stages import extract_text as extract_stage
 from arcticqa.stages import fetch_fulltext as fetch_stage
 from arcticqa.stages.construct import ConstructionOptions, construct_items
@@ -138,20 +138,30 @@ def _add_discovered(ctx: BuildContext, checkpoint: StoreCheckpoint, source: str,
         paper = raw.paper
         pid = paper.paperId
         stored.add(pid)  # a later record of the same paper is a duplicate of this one: the first is added
-        local = resolve_local_pdf(raw)
-        if local is not None:
-            paper = paper.model_copy(update={"localPdf": str(local)})
-        chunk.append((paper, {"family_id": family_of.get(pid), "duplicate_of": duplicate_of.get(pid),
-                              "source": raw.origin}))
+        chunk.append((_with_local_pdf(raw, paper), {"family_id": family_of.get(pid),
+                                                     "duplicate_of": duplicate_of.get(pid), "source": raw.origin}))
         if len(chunk) >= _ADD_CHUNK:
             added += ctx.store.add_papers(chunk)
             chunk = []
     added += ctx.store.add_papers(chunk) if chunk else 0
     # a build stopped while discovery ran (:class:`_PaperFeed`) may have left families unwritten
     ctx.store.set_families({pid: family_of[pid] for pid in ctx.store.papers_without_family() if pid in family_of})
+    return _summary(dedup, source, records_this_run=records_this_run, complete=complete, failed=failed,
+                    added=added)
+
+
+def _with_local_pdf(raw: RawRecord, paper: PaperRecord) -> PaperRecord:
+    """``paper`` with the local PDF its discovered record names, when there is one."""
+    local = resolve_local_pdf(raw)
+    return paper if local is None else paper.model_copy(update={"localPdf": str(local)})
+
+
+def _summary(dedup: Deduplicator, source: str, *, records_this_run: int, complete: bool, failed: list[str],
+             added: int) -> dict[str, Any]:
+    """What discovery reports, however its papers were added."""
     return {"source": source, "complete": complete, "records_this_run": records_this_run,
-            "failed_queries": failed, "kept": dedup.kept,
-            "duplicates": dedup.duplicates, "invalid": dedup.invalid, "new_papers": added}
+            "failed_queries": failed, "kept": dedup.kept, "duplicates": dedup.duplicates,
+            "invalid": dedup.invalid, "new_papers": added}
 
 
 class _PaperFeed:
@@ -197,10 +207,8 @@ class _PaperFeed:
                 family = self.dedup.settled_family()
                 if family is None:
                     self.unsettled.add(pid)
-            local = resolve_local_pdf(raw)
-            if local is not None:
-                paper = paper.model_copy(update={"localPdf": str(local)})
-            chunk.append((paper, {"family_id": family, "duplicate_of": duplicate_of, "source": raw.origin}))
+            chunk.append((_with_local_pdf(raw, paper),
+                          {"family_id": family, "duplicate_of": duplicate_of, "source": raw.origin}))
             if len(chunk) >= _ADD_CHUNK:
                 self.added += self.ctx.store.add_papers(chunk)
                 chunk = []
@@ -214,9 +222,8 @@ class _PaperFeed:
         family_of = self.dedup.families()
         self.ctx.store.set_families({pid: family_of[pid] for pid in self.unsettled if pid in family_of})
         self.unsettled.clear()
-        return {"source": source, "complete": complete, "records_this_run": records_this_run,
-                "failed_queries": failed, "kept": self.dedup.kept, "duplicates": self.dedup.duplicates,
-                "invalid": self.dedup.invalid, "new_papers": self.added}
+        return _summary(self.dedup, source, records_this_run=records_this_run, complete=complete, failed=failed,
+                        added=self.added)
 
 
 # -- prefilter ----------------------------------------------------------------------------------
